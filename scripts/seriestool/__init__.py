@@ -1,0 +1,1 @@
+"""Patch-series tool: pinned base checkouts, apply, export and red/green verification."""

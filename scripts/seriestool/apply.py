@@ -1,0 +1,85 @@
+"""`apply`: put the series onto a user's clone on a new branch, all or nothing."""
+
+from pathlib import Path
+
+from .checkout import am_failure
+from .errors import SeriesError
+from .git import Repo
+from .manifest import check_patch_files
+
+
+def run(ctx, args):
+    target = ctx.manifest.default_target(args.target)
+    check_patch_files(target)
+    path = Path(args.repo).expanduser().resolve()
+    if not path.is_dir():
+        raise SeriesError(f"{path} is not a folder")
+    repo = Repo(path)
+    if not repo.is_work_tree():
+        raise SeriesError(f"{path} is not a git repository")
+    repo = Repo(repo.toplevel())
+    head = repo.head()
+    if head is None:
+        raise SeriesError(f"{repo.path} has no commits")
+    busy = repo.operation_in_progress()
+    if busy:
+        raise SeriesError(f"{repo.path} has an unfinished {busy}; finish or abort it first")
+    dirty = repo.status()
+    if dirty:
+        raise SeriesError(
+            f"{repo.path} has uncommitted changes or untracked files ({dirty[0][3:]}, {len(dirty)} in all); "
+            "commit or stash them first"
+        )
+    if not target.patches:
+        ctx.out(f"no patches for {target.name}: nothing to apply")
+        return 0
+    branch = args.branch or f"series/{target.name}"
+    if not repo.ok("check-ref-format", "--branch", branch):
+        raise SeriesError(f"{branch!r} is not a valid branch name")
+    if repo.branch_exists(branch):
+        raise SeriesError(f"branch {branch} already exists in {repo.path}; pick another with --branch")
+    if not repo.ok("var", "GIT_COMMITTER_IDENT"):
+        raise SeriesError(f"git has no committer identity in {repo.path}; set user.name and user.email")
+
+    original = repo.current_branch() or head
+    repo.run("checkout", "--quiet", "-b", branch)
+    results = []
+    failed = None
+    try:
+        for name in target.patches:
+            patch = target.patch_path(name)
+            if repo.apply_check(patch, reverse=True):
+                results.append((name, "already present", []))
+                continue
+            proc = repo.am([patch], three_way=True)
+            if proc.returncode == 0:
+                results.append((name, "applied", []))
+                continue
+            files = am_failure(repo, patch, proc)
+            results.append((name, "conflict", files))
+            failed = name
+            break
+    except BaseException:
+        _rollback(repo, original, branch)
+        raise
+    if failed:
+        _rollback(repo, original, branch)
+    width = max(len(name) for name, _, _ in results)
+    for name, state, files in results:
+        extra = f" ({', '.join(files)})" if files else ""
+        ctx.out(f"{name:<{width}}  {state}{extra}")
+    for name in target.patches[len(results) :]:
+        ctx.out(f"{name:<{width}}  not tried")
+    if failed:
+        raise SeriesError(f"patch {failed} does not apply to {repo.path}; nothing was changed (still on {original})")
+    applied = sum(1 for _, state, _ in results if state == "applied")
+    ctx.out(f"branch {branch}: {applied} applied, {len(results) - applied} already present")
+    return 0
+
+
+def _rollback(repo, original, branch):
+    if repo.operation_in_progress():
+        repo.am_abort()
+    repo.run("reset", "--quiet", "--hard", "HEAD", check=False)
+    repo.switch(original)
+    repo.delete_branch(branch)

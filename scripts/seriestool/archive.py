@@ -1,0 +1,92 @@
+"""Hash checks and safe extraction of source archives (project-agnostic)."""
+
+import hashlib
+import os
+import posixpath
+import shutil
+import tarfile
+from pathlib import Path
+
+
+class UnsafeArchive(Exception):
+    """An archive member would land outside the extraction folder, or is not a plain file."""
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _inside(path, root):
+    """Whether the normalised posix `path` lies inside `root` (a single top-level folder name)."""
+    norm = posixpath.normpath(path)
+    return norm == root or norm.startswith(root + "/")
+
+
+def check_members(members):
+    """Validate tar members; return the single top-level folder name they all live in.
+
+    Refuses absolute names, `..` components, links leaving the top folder, device files and
+    archives whose members do not share one top-level folder (as sdists do).
+    """
+    top = None
+    for member in members:
+        name = member.name
+        if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+            raise UnsafeArchive(f"member {name!r} has an absolute path")
+        parts = [p for p in name.split("/") if p not in ("", ".")]
+        if not parts:
+            continue
+        if ".." in parts or "\\" in name:
+            raise UnsafeArchive(f"member {name!r} escapes the target folder")
+        if top is None:
+            top = parts[0]
+        elif parts[0] != top:
+            raise UnsafeArchive(f"member {name!r} is outside the archive's top-level folder {top!r}")
+        if len(parts) == 1 and not member.isdir():
+            raise UnsafeArchive(f"member {name!r} is not inside a top-level folder")
+        if member.issym():
+            if member.linkname.startswith("/"):
+                raise UnsafeArchive(f"symlink {name!r} points to an absolute path {member.linkname!r}")
+            target = posixpath.join(posixpath.dirname("/".join(parts)), member.linkname)
+            if not _inside(target, top):
+                raise UnsafeArchive(f"symlink {name!r} points outside the target folder ({member.linkname!r})")
+        elif member.islnk():
+            if member.linkname.startswith("/") or not _inside(member.linkname, top):
+                raise UnsafeArchive(f"hard link {name!r} points outside the target folder ({member.linkname!r})")
+        elif not (member.isreg() or member.isdir()):
+            raise UnsafeArchive(f"member {name!r} is not a regular file, folder or link")
+    if top is None:
+        raise UnsafeArchive("archive is empty")
+    return top
+
+
+def extract_stripped(archive, dest):
+    """Extract a .tar.gz whose members share one top-level folder into the new folder `dest`.
+
+    Every member is checked before anything is written, and extraction also uses tarfile's
+    "data" filter. `dest` must not exist; on failure it is not left behind.
+    """
+    dest = Path(dest)
+    staging = dest.with_name(dest.name + ".extract")
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = tar.getmembers()
+            top = check_members(members)
+            staging.mkdir()
+            if hasattr(tarfile, "data_filter"):
+                try:
+                    tar.extractall(staging, members=members, filter="data")
+                except tarfile.FilterError as exc:
+                    raise UnsafeArchive(str(exc)) from exc
+            else:  # Python < 3.11.4: the explicit checks above are all there is
+                tar.extractall(staging, members=members)
+        os.rename(staging / top, dest)
+    except tarfile.TarError as exc:
+        raise UnsafeArchive(f"cannot read archive: {exc}") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest

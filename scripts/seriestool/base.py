@@ -1,0 +1,122 @@
+"""Make a git repository holding a target's base: the pinned sdist, a local clone's HEAD or a git ref."""
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import archive, fetch
+from .errors import SeriesError
+from .git import GitError, Repo
+
+
+BASE_TAG = "series/base"
+BRANCH = "patches"
+EXCLUDES = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+# Fixed identity and date: the same sdist always gives the same base commit id.
+BASE_DATE = "2000-01-01T00:00:00+0000"
+
+
+@dataclass
+class BaseSpec:
+    kind: str  # "sdist", "path" or "git"
+    location: str = ""
+    ref: str = ""
+
+    def describe(self, target):
+        if self.kind == "sdist":
+            return f"{target.package} {target.version} sdist (sha256 {target.sha256[:12]}...)"
+        if self.kind == "path":
+            return f"HEAD of {self.location}"
+        return f"{self.location}@{self.ref}"
+
+
+def parse_spec(spec):
+    """`None`/"sdist" -> the pinned sdist; "path:DIR" -> DIR's HEAD; "git:URL@REF" -> REF of URL."""
+    if spec in (None, "", "sdist"):
+        return BaseSpec("sdist")
+    if spec.startswith("path:") and len(spec) > 5:
+        return BaseSpec("path", str(Path(spec[5:]).expanduser().resolve()))
+    if spec.startswith("git:") and len(spec) > 4:
+        url, ref = spec[4:], "HEAD"
+        if "@" in url:
+            head, tail = url.rsplit("@", 1)
+            if tail and ":" not in tail and head:
+                url, ref = head, tail
+        return BaseSpec("git", url, ref)
+    raise SeriesError(f"bad base {spec!r}: use sdist, path:DIR or git:URL@REF")
+
+
+def key_of(spec, target):
+    """What identifies a base before it is fetched (sdist) - git bases are identified after fetching."""
+    if spec.kind == "sdist":
+        return f"sdist:{target.package}=={target.version}:{target.sha256}"
+    return None
+
+
+def _fetch_commit(repo, url, ref):
+    try:
+        repo.run("fetch", "--quiet", "--depth=1", "--no-tags", url, ref)
+    except GitError as exc:
+        raise SeriesError(f"cannot fetch {ref} from {url}: {exc}") from None
+    return repo.rev("FETCH_HEAD")
+
+
+def _git_source(spec):
+    if spec.kind == "path":
+        src = Path(spec.location)
+        if not src.is_dir() or not Repo(src).is_work_tree():
+            raise SeriesError(f"base path {src} is not a git repository")
+        top = Repo(src).toplevel()
+        if Repo(top).head() is None:
+            raise SeriesError(f"base path {top} has no commits")
+        return top.as_uri(), "HEAD"
+    return spec.location, spec.ref
+
+
+def create(target, spec, dest, *, downloads, log=print):
+    """Create the new repository `dest` holding the base, on branch `patches`, tagged `series/base`.
+
+    Returns the base commit id. `dest` must not exist; nothing is left behind on failure.
+    """
+    dest = Path(dest)
+    try:
+        if spec.kind == "sdist":
+            sdist = fetch.fetch_sdist(target.package, target.version, target.sha256, downloads, log=log)
+            log(f"extracting {sdist.name}")
+            try:
+                archive.extract_stripped(sdist, dest)
+            except archive.UnsafeArchive as exc:
+                raise SeriesError(f"refusing to extract {sdist.name}: {exc}") from None
+            repo = Repo.init(dest)
+            repo.run("checkout", "--quiet", "-b", BRANCH)
+            base = repo.commit_all(
+                f"{target.package} {target.version}\n\nsdist sha256 {target.sha256}\n", date=BASE_DATE
+            )
+            stray = repo.status()
+            if stray:
+                raise SeriesError(f"the extracted sdist does not round-trip through git: {stray[0]}")
+        else:
+            url, ref = _git_source(spec)
+            repo = Repo.init(dest)
+            log(f"fetching {ref} from {url}")
+            base = _fetch_commit(repo, url, ref)
+            repo.run("checkout", "--quiet", "-b", BRANCH, base)
+        repo.run("tag", "-f", BASE_TAG, base)
+        set_excludes(repo)
+        repo.run("config", "series.target", target.name)
+        return base
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+
+
+def set_excludes(repo):
+    exclude = repo.git_dir() / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.write_text(EXCLUDES, encoding="utf-8")
+
+
+def fetch_into(repo, spec):
+    """For a reused scratch repository: fetch a git base again and return its commit id."""
+    url, ref = _git_source(spec)
+    return _fetch_commit(repo, url, ref)

@@ -1,0 +1,96 @@
+"""`checkout`: a git work tree of the base with the series applied, one commit per patch."""
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import base as base_mod
+from .errors import SeriesError
+from .git import Repo
+from .manifest import check_patch_files
+
+
+def default_dir(ctx, target):
+    return ctx.work / "checkouts" / target.name
+
+
+def check_destination(dest, replace):
+    if dest.exists() and not dest.is_dir():
+        raise SeriesError(f"{dest} exists and is not a folder")
+    if dest.is_dir() and any(dest.iterdir()) and not replace:
+        raise SeriesError(f"{dest} exists and is not empty; pass --replace to rebuild it")
+
+
+def am_series(repo, target, patch_names):
+    """Apply patches with `git am`, one commit each. Returns (None, None) or (failed name, files)."""
+    for name in patch_names:
+        proc = repo.am([target.patch_path(name)], three_way=True, committer_date_is_author_date=True)
+        if proc.returncode != 0:
+            return name, am_failure(repo, target.patch_path(name), proc)
+    return None, None
+
+
+_FAILED_PATH = [
+    re.compile(r"^error: patch failed: (.+):\d+$"),
+    re.compile(r"^error: (.+): (?:does not exist in index|patch does not apply|already exists in .+)$"),
+    re.compile(r"sha1 information is lacking or useless \((.+)\)\.$"),
+    re.compile(r"^error: invalid object [0-7]+ [0-9a-f]+ for '(.+)'$"),
+    re.compile(r"^CONFLICT \(.+\): Merge conflict in (.+)$"),
+]
+
+
+def am_failure(repo, patch, proc):
+    """After a failed `git am`: abort it and return the paths that conflict or do not apply."""
+    files = repo.unmerged_paths()
+    repo.am_abort()
+    return files or repo.failing_paths(patch) or _failed_paths(proc.stdout + proc.stderr)
+
+
+def _failed_paths(output):
+    """Paths named by git am / git apply failure messages, in order."""
+    paths = []
+    for line in output.splitlines():
+        for pattern in _FAILED_PATH:
+            match = pattern.search(line.strip())
+            if match and match.group(1) not in paths:
+                paths.append(match.group(1))
+                break
+    return paths
+
+
+def run(ctx, args):
+    target = ctx.manifest.default_target(args.target)
+    check_patch_files(target)
+    spec = base_mod.parse_spec(args.base)
+    dest = Path(args.dir).resolve() if args.dir else default_dir(ctx, target)
+    check_destination(dest, args.replace)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        repo_dir = staging / "repo"
+        base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
+        repo = Repo(repo_dir, isolated=True)
+        repo.run("config", "series.base", args.base or "sdist")
+        failed, files = am_series(repo, target, target.patches)
+        if failed:
+            where = f" ({', '.join(files)})" if files else ""
+            raise SeriesError(f"patch {failed} does not apply on {spec.describe(target)}{where}; no checkout was made")
+        check_destination(dest, args.replace)
+        trash = None
+        if dest.exists():
+            trash = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+            os.rename(dest, trash / "old")
+        os.rename(repo_dir, dest)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+    ctx.out(
+        f"{dest}: {spec.describe(target)} (tag {base_mod.BASE_TAG} = {base[:12]}) "
+        f"+ {len(target.patches)} patch(es) on branch {base_mod.BRANCH}"
+    )
+    return 0

@@ -1,0 +1,74 @@
+"""`export`: regenerate a target's patch files and manifest list from a checkout's commits."""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import manifest as manifest_mod
+from .base import BASE_TAG
+from .checkout import default_dir
+from .errors import SeriesError
+from .git import Repo
+
+
+def run(ctx, args):
+    dest = Path(args.dir).resolve() if args.dir else None
+    if dest is not None and args.target is None and Repo(dest).is_work_tree():
+        recorded = Repo(dest).config("series.target")
+        target = ctx.manifest.target(recorded) if recorded else ctx.manifest.default_target()
+    else:
+        target = ctx.manifest.default_target(args.target)
+    dest = dest or default_dir(ctx, target)
+    repo = Repo(dest, isolated=True)
+    if not dest.is_dir() or not repo.is_work_tree():
+        raise SeriesError(f"{dest} is not a git checkout; make one with `series.py checkout --target {target.name}`")
+    recorded = repo.config("series.target")
+    if recorded and recorded != target.name:
+        raise SeriesError(f"{dest} is a checkout of {recorded}, not {target.name}")
+    base = repo.rev(BASE_TAG)
+    if base is None:
+        raise SeriesError(f"{dest} has no {BASE_TAG} tag; it was not made by `series.py checkout`")
+    busy = repo.operation_in_progress()
+    if busy:
+        raise SeriesError(f"{dest} has an unfinished {busy}; finish or abort it first")
+    dirty = [line for line in repo.status() if not line.startswith("??")]
+    if dirty:
+        raise SeriesError(f"{dest} has uncommitted changes ({dirty[0][3:]}); commit them first")
+    head = repo.head()
+    if not repo.is_ancestor(base, head):
+        raise SeriesError(f"HEAD of {dest} does not descend from {BASE_TAG}")
+    commits = repo.commits(f"{BASE_TAG}..HEAD")
+    for commit in commits:
+        if len(repo.parents(commit)) != 1:
+            raise SeriesError(f"commit {commit[:12]} in {dest} is a merge; the series must be linear")
+        if not repo.changes(f"{commit}^", commit):
+            raise SeriesError(f"commit {commit[:12]} in {dest} changes nothing; drop it")
+    untracked = [line[3:] for line in repo.status() if line.startswith("??")]
+    if untracked:
+        ctx.log(f"note: {len(untracked)} untracked file(s) in {dest} are not exported (first: {untracked[0]})")
+
+    out_dir = target.patch_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=ctx.work_dir()))
+    try:
+        produced = repo.format_patch(f"{BASE_TAG}..HEAD", tmp) if commits else []
+        names = [p.name for p in produced]
+        changed = removed = 0
+        for path in produced:
+            new = path.read_bytes()
+            old_path = out_dir / path.name
+            if not old_path.is_file() or old_path.read_bytes() != new:
+                shutil.copyfile(path, old_path)
+                changed += 1
+        for stale in sorted(out_dir.glob("*.patch")):
+            if stale.name not in names:
+                stale.unlink()
+                removed += 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    listed = manifest_mod.rewrite_patch_list(ctx.manifest, target.name, names)
+    ctx.out(
+        f"exported {len(names)} patch(es) of {target.name} to {out_dir}: {changed} written, "
+        f"{len(names) - changed} unchanged, {removed} removed; manifest {'updated' if listed else 'unchanged'}"
+    )
+    return 0

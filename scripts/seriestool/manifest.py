@@ -1,0 +1,149 @@
+"""The series manifest (`patches/series.toml`): pinned targets and their ordered patch lists."""
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import SeriesError
+
+
+PATCH_NAME = re.compile(r"^[0-9]{4}-[A-Za-z0-9._+-]+\.patch$")
+REQUIRED = ("package", "version", "sha256", "git_url", "tests", "patches")
+
+
+@dataclass
+class Target:
+    """One package the series patches."""
+
+    name: str
+    package: str
+    version: str
+    sha256: str
+    git_url: str
+    tests: str  # path prefix of the regression tests a patch adds
+    source_dir: str  # put on PYTHONPATH for the tests
+    patches: list = field(default_factory=list)  # file names, in order
+    patch_dir: Path = None  # patches/<name>/
+
+    def patch_path(self, name):
+        return self.patch_dir / name
+
+    def patch_paths(self):
+        return [self.patch_path(name) for name in self.patches]
+
+
+@dataclass
+class Manifest:
+    path: Path
+    targets: dict  # name -> Target, in file order
+
+    def target(self, name):
+        if name not in self.targets:
+            known = ", ".join(self.targets) or "none"
+            raise SeriesError(f"unknown target {name!r} (targets in {self.path.name}: {known})")
+        return self.targets[name]
+
+    def select(self, name=None):
+        """All targets, or the one named."""
+        return list(self.targets.values()) if name is None else [self.target(name)]
+
+    def default_target(self, name=None):
+        if name is not None:
+            return self.target(name)
+        if not self.targets:
+            raise SeriesError(f"{self.path} declares no targets")
+        return next(iter(self.targets.values()))
+
+
+def load(path):
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SeriesError(f"manifest {path} does not exist") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SeriesError(f"manifest {path} is not valid TOML: {exc}") from None
+    tables = data.get("targets")
+    if not isinstance(tables, dict) or not tables:
+        raise SeriesError(f"manifest {path} has no [targets.<name>] tables")
+    targets = {}
+    for name, table in tables.items():
+        missing = [key for key in REQUIRED if key not in table]
+        if missing:
+            raise SeriesError(f"manifest {path}: [targets.{name}] lacks {', '.join(missing)}")
+        if not re.fullmatch(r"[0-9a-f]{64}", str(table["sha256"])):
+            raise SeriesError(f"manifest {path}: [targets.{name}] sha256 is not 64 lowercase hex digits")
+        tests = str(table["tests"])
+        if tests.startswith("/") or ".." in tests.split("/"):
+            raise SeriesError(f"manifest {path}: [targets.{name}] tests must be a relative path prefix")
+        patches = table["patches"]
+        if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
+            raise SeriesError(f"manifest {path}: [targets.{name}] patches must be a list of file names")
+        for patch in patches:
+            if not PATCH_NAME.match(patch):
+                raise SeriesError(f"manifest {path}: [targets.{name}] bad patch file name {patch!r}")
+        if len(set(patches)) != len(patches):
+            raise SeriesError(f"manifest {path}: [targets.{name}] lists a patch twice")
+        targets[name] = Target(
+            name=name,
+            package=str(table["package"]),
+            version=str(table["version"]),
+            sha256=str(table["sha256"]),
+            git_url=str(table["git_url"]),
+            tests=tests,
+            source_dir=str(table.get("source_dir", "src")),
+            patches=list(patches),
+            patch_dir=path.parent / name,
+        )
+    return Manifest(path=path, targets=targets)
+
+
+def check_patch_files(target):
+    """Error out when a listed patch file is missing."""
+    for name in target.patches:
+        if not target.patch_path(name).is_file():
+            raise SeriesError(f"patch {name} of {target.name} is listed but {target.patch_path(name)} is missing")
+
+
+def find_patch(target, name):
+    """Resolve a patch given by file name (with or without .patch) or by its number."""
+    for patch in target.patches:
+        if name in (patch, patch.removesuffix(".patch"), patch[:4]):
+            return patch
+    listed = ", ".join(target.patches) or "none"
+    raise SeriesError(f"unknown patch {name!r} for {target.name} (patches: {listed})")
+
+
+def _format_list(names):
+    if not names:
+        return "patches = []"
+    return "patches = [\n" + "".join(f'    "{n}",\n' for n in names) + "]"
+
+
+def rewrite_patch_list(manifest, target_name, names):
+    """Replace one target's `patches = [...]` in place, keeping the rest of the file byte for byte.
+
+    Returns True when the file changed.
+    """
+    text = manifest.path.read_text(encoding="utf-8")
+    header = re.search(rf"^\[targets\.{re.escape(target_name)}\][ \t]*$", text, re.MULTILINE)
+    if header is None:
+        raise SeriesError(f"manifest {manifest.path}: cannot find [targets.{target_name}]")
+    end = re.search(r"^\[", text[header.end() :], re.MULTILINE)
+    section_end = header.end() + end.start() if end else len(text)
+    section = text[header.end() : section_end]
+    match = re.search(r"^patches[ \t]*=[ \t]*\[[^\]]*\]", section, re.MULTILINE)
+    if match is None:
+        raise SeriesError(f"manifest {manifest.path}: cannot find the patches list of [targets.{target_name}]")
+    start = header.end() + match.start()
+    stop = header.end() + match.end()
+    new_text = text[:start] + _format_list(names) + text[stop:]
+    if new_text == text:
+        return False
+    check = tomllib.loads(new_text)["targets"][target_name]["patches"]
+    if check != list(names):
+        raise SeriesError(f"manifest {manifest.path}: rewriting the patches list of {target_name} went wrong")
+    manifest.path.write_text(new_text, encoding="utf-8")
+    manifest.targets[target_name].patches = list(names)
+    return True

@@ -1,0 +1,110 @@
+"""The pinned Python environment the tests and ruff run in."""
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import SeriesError
+
+
+MARKER = ".series-complete"
+RUFF_VERSION = "0.14.10"
+
+
+def venv_key(requirements):
+    digest = hashlib.sha256(Path(requirements).read_bytes())
+    digest.update(f"{platform.python_implementation()}-{platform.python_version()}-{sys.platform}".encode())
+    return digest.hexdigest()[:16]
+
+
+def venv_python(venv_dir):
+    sub = "Scripts/python.exe" if os.name == "nt" else "bin/python"
+    return Path(venv_dir) / sub
+
+
+def ensure_venv(work, requirements, *, log=print):
+    """Return the interpreter of `<work>/venv-<key>`, building it first when needed.
+
+    The marker file is written only after a successful install, so a half-built venv (interrupted
+    or failed install) is removed and rebuilt on the next run.
+    """
+    requirements = Path(requirements)
+    key = venv_key(requirements)
+    venv_dir = Path(work) / f"venv-{key}"
+    python = venv_python(venv_dir)
+    if (venv_dir / MARKER).is_file() and python.exists():
+        return python
+    if venv_dir.exists():
+        log(f"removing incomplete virtualenv {venv_dir}")
+        shutil.rmtree(venv_dir)
+    venv_dir.parent.mkdir(parents=True, exist_ok=True)
+    log(f"building the test virtualenv {venv_dir} from {requirements.name} (once)")
+    proc = subprocess.run(
+        [sys.executable, "-m", "venv", str(venv_dir)], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    if proc.returncode != 0:
+        shutil.rmtree(venv_dir, ignore_errors=True)
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise SeriesError(
+            f"cannot create a virtualenv with {sys.executable} (on Debian/Ubuntu: apt install python3-venv): "
+            f"{detail[-1] if detail else 'no output'}"
+        )
+    cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    cmd += ["-r", str(requirements)]
+    # pip's output goes to our stderr: the first build takes a while and the user should see why.
+    proc = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise SeriesError(
+            f"installing {requirements} into {venv_dir} failed (pip exit {proc.returncode}, output above); "
+            "it is rebuilt on the next run"
+        )
+    info = {"requirements": str(requirements), "key": key, "python": platform.python_version()}
+    (venv_dir / MARKER).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return python
+
+
+PROBE = r"""
+import importlib.util, json, subprocess, sys
+info = {"python": sys.version.split()[0]}
+for mod in ("pytest", "torch"):
+    spec = importlib.util.find_spec(mod)
+    info[mod] = None
+    if spec is not None:
+        info[mod] = __import__(mod).__version__
+info["cuda"] = None
+if info["torch"]:
+    import torch
+    info["cuda"] = bool(torch.cuda.is_available())
+try:
+    out = subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True, text=True)
+    info["ruff"] = out.stdout.split()[-1] if out.returncode == 0 else None
+except Exception:
+    info["ruff"] = None
+print(json.dumps(info))
+"""
+
+
+def probe(python, *, need_torch=False):
+    """Versions of pytest, ruff and torch in `python`; errors when pytest or the pinned ruff is missing."""
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", PROBE], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SeriesError(f"cannot run {python}: {exc}") from None
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        raise SeriesError(f"cannot probe {python}: {lines[-1] if lines else 'no output'}")
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not info["pytest"]:
+        raise SeriesError(f"{python} has no pytest; use the tool's own environment (omit --python)")
+    if info["ruff"] != RUFF_VERSION:
+        raise SeriesError(f"{python} needs ruff=={RUFF_VERSION} (found {info['ruff'] or 'none'})")
+    if need_torch and not info["torch"]:
+        raise SeriesError(f"{python} has no torch")
+    return info

@@ -1,0 +1,497 @@
+"""`verify`: prove every patch applies, is red without its fix, green with it, and style-clean."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import base as base_mod
+from . import pyenv
+from .checkout import am_failure
+from .errors import SeriesError
+from .git import Repo
+from .manifest import check_patch_files, find_patch
+
+
+SCHEMA_VERSION = 1
+IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+TAIL_LINES = 40
+
+
+def is_test_file(path):
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+@dataclass
+class TestRun:
+    """One pytest run. `status` for red: red, not-red, skipped, import-only, error, timeout, no-tests;
+    for green: green, failed, error, timeout, no-tests."""
+
+    status: str
+    exit_code: int = None
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    total: int = 0
+    failing: list = field(default_factory=list)
+    duration_s: float = 0.0
+    log: str = None
+    output_tail: str = ""
+
+
+@dataclass
+class Style:
+    clean: bool
+    files: list = field(default_factory=list)
+    check_exit: int = None
+    check_output: str = ""
+    format_exit: int = None
+    format_output: str = ""
+
+
+@dataclass
+class PatchResult:
+    name: str
+    target: str
+    index: int
+    applies: bool = False
+    applies_alone: bool = None
+    checked: bool = True
+    red: TestRun = None
+    green: TestRun = None
+    style: Style = None
+    test_files: list = field(default_factory=list)
+    conflict_files: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    verdict: str = "fail"
+
+    @property
+    def red_without_fix(self):
+        return self.red is not None and self.red.status == "red"
+
+    @property
+    def green_with_fix(self):
+        return self.green is not None and self.green.status == "green"
+
+    @property
+    def style_clean(self):
+        return self.style is not None and self.style.clean
+
+    def decide(self):
+        if not self.applies:
+            self.verdict = "blocked" if self.problems[:1] == ["an earlier patch does not apply"] else "fail"
+        elif not self.checked:
+            self.verdict = "not checked"
+        else:
+            ok = self.red_without_fix and self.green_with_fix and self.style_clean
+            self.verdict = "ok" if ok else "fail"
+        return self.verdict
+
+    def to_json(self):
+        return {
+            "name": self.name,
+            "target": self.target,
+            "index": self.index,
+            "verdict": self.verdict,
+            "ok": self.verdict == "ok",
+            "applies": self.applies,
+            "applies_alone": self.applies_alone,
+            "red_without_fix": self.red_without_fix,
+            "green_with_fix": self.green_with_fix,
+            "style_clean": self.style_clean,
+            "test_files": self.test_files,
+            "conflict_files": self.conflict_files,
+            "red": asdict(self.red) if self.red else None,
+            "green": asdict(self.green) if self.green else None,
+            "style": asdict(self.style) if self.style else None,
+            "problems": self.problems,
+        }
+
+
+# -- pytest and ruff ---------------------------------------------------------------------------------
+
+
+def _parse_junit(path):
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    failing, kinds = [], []
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return counts, failing, kinds
+    for case in root.iter("testcase"):
+        case_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+        failure, error = case.find("failure"), case.find("error")
+        if failure is not None:
+            counts["failed"] += 1
+            failing.append(case_id)
+            kinds.append((failure.get("message") or "").split(":", 1)[0].strip())
+        elif error is not None:
+            counts["errors"] += 1
+            failing.append(case_id)
+        elif case.find("skipped") is not None:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return counts, failing, kinds
+
+
+def _run_logged(cmd, *, cwd, env, log_path, timeout):
+    """Run a command with output to `log_path`; returns (exit code or None on timeout, seconds)."""
+    start = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
+    return code, round(time.monotonic() - start, 2)
+
+
+def _tail(path, lines=TAIL_LINES):
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_pytest(ctx, *, python, repo_dir, source_dir, files, device, log_stem, timeout, expect):
+    log_path = Path(f"{log_stem}.log")
+    junit = Path(f"{log_stem}.xml")
+    junit.unlink(missing_ok=True)
+    env = dict(os.environ)
+    for key in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOME"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = str(Path(repo_dir) / source_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfE", f"--junitxml={junit}", *files]
+    code, seconds = _run_logged(cmd, cwd=repo_dir, env=env, log_path=log_path, timeout=timeout)
+    counts, failing, kinds = _parse_junit(junit)
+    run = TestRun(status="error", exit_code=code, duration_s=seconds, log=str(log_path), failing=failing, **counts)
+    run.total = sum(counts.values())
+    if code is None:
+        run.status = "timeout"
+    elif code == 5:
+        run.status = "no-tests"
+    elif expect == "red":
+        if code == 1 and run.failed:
+            real = [kind for kind in kinds if kind not in IMPORT_ERRORS]
+            run.status = "red" if real else "import-only"
+        elif code == 0:
+            run.status = "not-red" if run.passed else "skipped"
+    else:
+        if code == 0:
+            run.status = "green"
+        elif code == 1:
+            run.status = "failed"
+    if run.status not in ("red", "green"):
+        run.output_tail = _tail(log_path)
+    return run
+
+
+def run_style(python, repo_dir, files):
+    if not files:
+        return Style(clean=True)
+    env = dict(os.environ)
+    cmd = [str(python), "-m", "ruff"]
+    check = subprocess.run(
+        [*cmd, "check", "--no-cache", "--", *files], cwd=repo_dir, env=env, capture_output=True, text=True
+    )
+    fmt = subprocess.run(
+        [*cmd, "format", "--check", "--no-cache", "--", *files], cwd=repo_dir, env=env, capture_output=True, text=True
+    )
+    return Style(
+        clean=check.returncode == 0 and fmt.returncode == 0,
+        files=list(files),
+        check_exit=check.returncode,
+        check_output=(check.stdout + check.stderr).strip(),
+        format_exit=fmt.returncode,
+        format_output=(fmt.stdout + fmt.stderr).strip(),
+    )
+
+
+# -- the scratch checkout ----------------------------------------------------------------------------
+
+
+def _spec_key(spec, target):
+    return base_mod.key_of(spec, target) or f"{spec.kind}:{spec.location}@{spec.ref}"
+
+
+def prepare_scratch(ctx, target, spec):
+    """A tool-owned checkout of the base under <work>/verify/<target>, reused between runs."""
+    path = ctx.work / "verify" / target.name
+    key = _spec_key(spec, target)
+    repo = Repo(path, isolated=True)
+    if path.is_dir() and repo.is_work_tree() and repo.config("series.basekey") == key:
+        if repo.operation_in_progress():
+            repo.am_abort()
+        base = base_mod.fetch_into(repo, spec) if spec.kind != "sdist" else repo.rev(base_mod.BASE_TAG)
+        if base is not None:
+            repo.run("tag", "-f", base_mod.BASE_TAG, base)
+            repo.reset_hard(base)
+            return repo, base
+    if path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=path.parent))
+    try:
+        base = base_mod.create(target, spec, staging / "repo", downloads=ctx.downloads, log=ctx.log)
+        Repo(staging / "repo", isolated=True).run("config", "series.basekey", key)
+        os.rename(staging / "repo", path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return Repo(path, isolated=True), base
+
+
+def verify_target(ctx, target, repo, base, *, python, device, only, timeout):
+    results = []
+    logs = ctx.work / "logs" / "verify" / target.name
+    if logs.exists():
+        shutil.rmtree(logs)
+    logs.mkdir(parents=True)
+    prev = base
+    blocked = False
+    for index, name in enumerate(target.patches, start=1):
+        res = PatchResult(name=name, target=target.name, index=index)
+        results.append(res)
+        patch = target.patch_path(name)
+        if blocked:
+            res.problems.append("an earlier patch does not apply")
+            res.decide()
+            continue
+        ctx.log(f"[{target.name} {index}/{len(target.patches)}] {name}")
+        repo.reset_hard(prev)
+        proc = repo.am([patch], three_way=True, committer_date_is_author_date=True)
+        if proc.returncode != 0:
+            res.conflict_files = am_failure(repo, patch, proc)
+            repo.reset_hard(prev)
+            res.problems.append(f"does not apply on the base and earlier patches ({', '.join(res.conflict_files)})")
+            blocked = True
+            res.decide()
+            continue
+        res.applies = True
+        commit = repo.head()
+        res.applies_alone = repo.apply_check_on(base, patch, ctx.work)
+        if only is not None and name not in only:
+            res.checked = False
+            res.decide()
+            prev = commit
+            continue
+        changes = repo.changes(prev, commit)
+        added = [c.path for c in changes if c.status == "A" and c.path.startswith(target.tests)]
+        res.test_files = [p for p in added if is_test_file(p)]
+        touched_py = [c.path for c in changes if c.status != "D" and c.path.endswith(".py")]
+        stem = logs / name.removesuffix(".patch")
+        if not res.test_files:
+            res.red = TestRun(status="no-tests")
+            res.green = TestRun(status="no-tests")
+            res.problems.append(f"adds no test files under {target.tests}")
+        else:
+            repo.reset_hard(prev)
+            repo.run("checkout", commit, "--", *added)
+            common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
+            common.update(files=res.test_files, device=device, timeout=timeout)
+            res.red = run_pytest(ctx, log_stem=Path(f"{stem}.red"), expect="red", **common)
+            repo.reset_hard(commit)
+            res.green = run_pytest(ctx, log_stem=Path(f"{stem}.green"), expect="green", **common)
+            if not res.red_without_fix:
+                res.problems.append(f"without its fix the tests are {res.red.status}, not red")
+            if not res.green_with_fix:
+                res.problems.append(f"with the patch the tests are {res.green.status}, not green")
+        repo.reset_hard(commit)
+        res.style = run_style(python, repo.path, touched_py)
+        if not res.style.clean:
+            res.problems.append("ruff check / ruff format --check not clean")
+        res.decide()
+        prev = commit
+    return results
+
+
+# -- output ------------------------------------------------------------------------------------------
+
+
+def _cell_red(res):
+    if res.red is None:
+        return "-"
+    if res.red.status == "red":
+        return f"yes {res.red.failed}/{res.red.total}"
+    if res.red.total:
+        return f"NO: {res.red.status} {res.red.failed}/{res.red.total}"
+    return f"NO: {res.red.status}"
+
+
+def _cell_green(res):
+    if res.green is None:
+        return "-"
+    if res.green.status == "green":
+        return f"yes {res.green.passed}/{res.green.skipped}"
+    return f"NO: {res.green.status} {res.green.passed}/{res.green.skipped}"
+
+
+def _yes(value, no="NO"):
+    return "-" if value is None else ("yes" if value else no)
+
+
+def table(results):
+    head = ("patch", "applies", "alone", "red (failed/total)", "green (passed/skipped)", "style", "verdict")
+    rows = [head]
+    for res in results:
+        style = "-" if res.style is None else ("clean" if res.style.clean else "NOT CLEAN")
+        rows.append(
+            (
+                f"{res.target}/{res.name}",
+                _yes(res.applies),
+                _yes(res.applies_alone, "no"),
+                _cell_red(res),
+                _cell_green(res),
+                style,
+                res.verdict.upper() if res.verdict == "fail" else res.verdict,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_junit(path, results, duration):
+    suite = ET.Element("testsuite", name="series-verify", time=f"{duration:.2f}")
+    counts = {"tests": 0, "failures": 0, "skipped": 0}
+    for res in results:
+        checks = [
+            ("applies", res.applies, True, "; ".join(res.problems)),
+            ("applies_alone", res.applies_alone, False, "does not apply alone on the bare base"),
+            ("red_without_fix", res.red_without_fix, True, res.red and res.red.status),
+            ("green_with_fix", res.green_with_fix, True, res.green and res.green.status),
+            (
+                "style_clean",
+                res.style_clean,
+                True,
+                res.style and f"{res.style.check_output}\n{res.style.format_output}",
+            ),
+        ]
+        for check, passed, required, detail in checks:
+            case = ET.SubElement(suite, "testcase", classname=f"{res.target}.{res.name}", name=check)
+            counts["tests"] += 1
+            if passed:
+                continue
+            if not res.applies and check != "applies":
+                ET.SubElement(case, "skipped", message=f"not run: {res.verdict}")
+                counts["skipped"] += 1
+            elif not res.checked and check not in ("applies", "applies_alone"):
+                ET.SubElement(case, "skipped", message="not checked (--patch)")
+                counts["skipped"] += 1
+            elif required:
+                ET.SubElement(case, "failure", message=f"{check} failed").text = str(detail or "")
+                counts["failures"] += 1
+            else:
+                ET.SubElement(case, "skipped", message=str(detail))
+                counts["skipped"] += 1
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("errors", "0")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    Path(path).write_text(ET.tostring(root, encoding="unicode") + "\n", encoding="utf-8")
+
+
+# -- the command -------------------------------------------------------------------------------------
+
+
+def run(ctx, args):
+    started = time.monotonic()
+    targets = ctx.manifest.select(args.target)
+    if args.base and len(targets) > 1:
+        raise SeriesError("--base names one target's base; add --target")
+    spec = base_mod.parse_spec(args.base)
+    for target in targets:
+        check_patch_files(target)
+    only = None
+    if args.patch:
+        only = set()
+        for wanted in args.patch:
+            found = None
+            for target in targets:
+                try:
+                    found = find_patch(target, wanted)
+                    break
+                except SeriesError:
+                    continue
+            if found is None:
+                names = ", ".join(p for t in targets for p in t.patches) or "none"
+                raise SeriesError(f"unknown patch {wanted!r} (patches: {names})")
+            only.add(found)
+
+    if args.python:
+        python = Path(args.python)
+        if not python.exists():
+            raise SeriesError(f"--python {python} does not exist")
+    else:
+        python = pyenv.ensure_venv(ctx.work, ctx.requirements, log=ctx.log)
+    info = pyenv.probe(python)
+    if args.device == "cuda" and not info.get("cuda"):
+        torch = info.get("torch") or "missing"
+        raise SeriesError(f"--device cuda needs a CUDA build of torch, but {python} has torch {torch} without CUDA")
+
+    results, target_reports = [], []
+    for target in targets:
+        repo, base = prepare_scratch(ctx, target, spec)
+        target_reports.append(
+            {
+                "name": target.name,
+                "version": target.version,
+                "base": {"spec": args.base or "sdist", "describe": spec.describe(target), "commit": base},
+                "patches": len(target.patches),
+            }
+        )
+        if not target.patches:
+            ctx.out(f"no patches for {target.name}: nothing to verify")
+            continue
+        results += verify_target(
+            ctx, target, repo, base, python=python, device=args.device, only=only, timeout=args.test_timeout
+        )
+    ok = all(res.verdict in ("ok", "not checked") for res in results)
+    duration = round(time.monotonic() - started, 2)
+    if results:
+        ctx.out(table(results))
+        for res in results:
+            for problem in res.problems:
+                ctx.out(f"  {res.target}/{res.name}: {problem}")
+    logs = ctx.work / "logs" / "verify"
+    ctx.out(f"verify: {'OK' if ok else 'FAILED'} ({len(results)} patch(es), {duration:.1f}s, logs in {logs})")
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "ok": ok,
+        "device": args.device,
+        "python": str(python),
+        "tools": {key: info.get(key) for key in ("python", "pytest", "ruff", "torch", "cuda")},
+        "targets": target_reports,
+        "patches": [res.to_json() for res in results],
+        "duration_s": duration,
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.junit:
+        write_junit(args.junit, results, duration)
+    return 0 if ok else 1
