@@ -285,6 +285,7 @@ class Fake:
 
     def build_series(self, *patches):
         """Make the fixture patches through the tool: checkout, one commit each, export."""
+        self.write_manifest()
         self.seed_cache()
         self.ok("checkout", "--replace")
         for subject, changes in patches:

@@ -1,0 +1,169 @@
+"""`verify`: red without the fix, green with it, style, reports - on a fake target with tiny tests."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from seriesfixtures import (
+    ALL_SKIPPED,
+    COLLECT_ERROR,
+    GOOD,
+    IMPORT_ONLY,
+    NO_TESTS,
+    NOT_RED,
+    STYLE,
+    one_error_line,
+)
+
+
+DEPENDENT = (
+    "core: truncate add()",
+    {
+        "src/fakepkg/core.py": ("return a + b", "return int(a + b)"),
+        "tests/regress/test_truncate.py": (
+            "from fakepkg.core import add\n\n\ndef test_truncate():\n    assert add(2.5, 0) == 2\n"
+        ),
+    },
+)
+
+
+def _verify(fake, python, *args):
+    report = fake.root / "report.json"
+    junit = fake.root / "report.xml"
+    proc = fake.run("verify", "--python", python, "--json", str(report), "--junit", str(junit), *args)
+    data = json.loads(report.read_text(encoding="utf-8")) if report.exists() else None
+    return proc, data, junit
+
+
+def test_mixed_series_reports_each_failure(fake, test_python):
+    fake.build_series(GOOD, NOT_RED, STYLE, COLLECT_ERROR, IMPORT_ONLY, NO_TESTS, ALL_SKIPPED)
+    proc, data, junit = _verify(fake, test_python)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert data["ok"] is False
+    by_name = {p["name"].split("-", 1)[0]: p for p in data["patches"]}
+    assert [p["name"] for p in data["patches"]] == [
+        "0001-core-make-add-add.patch",
+        "0002-core-document-mul.patch",
+        "0003-core-add-sub.patch",
+        "0004-core-add-div.patch",
+        "0005-core-add-neg.patch",
+        "0006-docs-reword-the-README.patch",
+        "0007-core-add-pow2.patch",
+    ]
+    for patch in data["patches"]:
+        assert patch["target"] == "fake" and patch["applies"] is True
+
+    good = by_name["0001"]
+    assert (good["red_without_fix"], good["green_with_fix"], good["style_clean"], good["ok"]) == (
+        True,
+        True,
+        True,
+        True,
+    )
+    assert good["test_files"] == ["tests/regress/test_add.py"]
+    assert (good["red"]["failed"], good["red"]["passed"], good["red"]["total"]) == (1, 1, 2)
+    assert good["red"]["failing"] == ["tests.regress.test_add::test_add"]
+    assert (good["green"]["passed"], good["green"]["skipped"]) == (2, 0)
+
+    assert by_name["0002"]["red"]["status"] == "not-red" and by_name["0002"]["red_without_fix"] is False
+    assert by_name["0002"]["green_with_fix"] is True and by_name["0002"]["verdict"] == "fail"
+
+    style = by_name["0003"]
+    assert (style["red_without_fix"], style["green_with_fix"], style["style_clean"]) == (True, True, False)
+    assert sorted(style["style"]["files"]) == [
+        "src/fakepkg/core.py",
+        "src/fakepkg/extra.py",
+        "tests/regress/test_sub.py",
+    ]
+    assert "F401" in style["style"]["check_output"]
+    assert "src/fakepkg/extra.py" in style["style"]["format_output"]
+
+    # A module-level import of the new code is a collection error (pytest exit 2), not a valid red.
+    assert by_name["0004"]["red"]["status"] == "error" and by_name["0004"]["red"]["exit_code"] == 2
+    assert by_name["0004"]["green_with_fix"] is True
+    assert by_name["0005"]["red"]["status"] == "import-only"
+    assert by_name["0006"]["red"]["status"] == "no-tests" and by_name["0006"]["test_files"] == []
+    assert by_name["0007"]["red"]["status"] == "skipped" and by_name["0007"]["green"]["skipped"] == 1
+    assert [p["ok"] for p in data["patches"]] == [True] + [False] * 6
+
+    table = proc.stdout.splitlines()
+    assert table[0].split()[:3] == ["patch", "applies", "alone"]
+    assert "fake/0001-core-make-add-add.patch" in table[2] and table[2].split()[-1] == "ok"
+    assert "NO: not-red 0/1" in table[3] and table[3].split()[-1] == "FAIL"
+    assert "NOT CLEAN" in table[4]
+
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("tests") == str(7 * 5)
+    failures = {
+        (case.get("classname"), case.get("name"))
+        for case in suite.iter("testcase")
+        if case.find("failure") is not None
+    }
+    assert ("fake.0002-core-document-mul.patch", "red_without_fix") in failures
+    assert ("fake.0003-core-add-sub.patch", "style_clean") in failures
+    assert not any(name.startswith("fake.0001") for name, _ in failures)
+
+
+def test_good_series_passes_and_reuses_the_scratch_checkout(fake, test_python):
+    fake.build_series(GOOD, DEPENDENT)
+    proc, data, _ = _verify(fake, test_python)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert data["ok"] is True and [p["verdict"] for p in data["patches"]] == ["ok", "ok"]
+    # The second patch needs the first: it does not apply alone, which is reported but allowed.
+    assert [p["applies_alone"] for p in data["patches"]] == [True, False]
+    assert "verify: OK (2 patch(es)" in proc.stdout
+    assert "extracting" in proc.stderr
+    proc, data, _ = _verify(fake, test_python)
+    assert proc.returncode == 0 and data["ok"] is True
+    assert "extracting" not in proc.stderr
+
+
+def test_empty_series_verifies_fine_and_says_so(fake, test_python):
+    fake.seed_cache()
+    proc, data, _ = _verify(fake, test_python)
+    assert proc.returncode == 0, proc.stderr
+    assert "no patches for fake: nothing to verify" in proc.stdout
+    assert data["ok"] is True and data["patches"] == []
+    assert data["targets"][0]["patches"] == 0 and len(data["targets"][0]["base"]["commit"]) == 40
+
+
+def test_patch_that_does_not_apply_blocks_the_rest(fake, test_python):
+    names = fake.build_series(GOOD, NOT_RED)
+    first = fake.patches_dir / "fake" / names[0]
+    first.write_text(
+        first.read_text(encoding="utf-8").replace("-    return a - b", "-    return a * b"), encoding="utf-8"
+    )
+    proc, data, _ = _verify(fake, test_python)
+    assert proc.returncode == 1
+    assert [p["verdict"] for p in data["patches"]] == ["fail", "blocked"]
+    assert data["patches"][0]["applies"] is False
+    assert data["patches"][0]["conflict_files"] == ["src/fakepkg/core.py"]
+
+
+def test_only_the_named_patch_is_checked(fake, test_python):
+    fake.build_series(NOT_RED, GOOD)
+    proc, data, _ = _verify(fake, test_python, "--patch", "0002")
+    assert proc.returncode == 0, proc.stdout
+    assert [p["verdict"] for p in data["patches"]] == ["not checked", "ok"]
+    line = one_error_line(fake.run("verify", "--python", test_python, "--patch", "0009-nope.patch"))
+    assert "unknown patch '0009-nope.patch'" in line
+
+
+def test_device_cuda_without_cuda_is_one_clear_error(fake, test_python):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    fake.seed_cache()
+    line = one_error_line(fake.run("verify", "--python", test_python, "--device", "cuda"))
+    assert "--device cuda needs a CUDA build of torch" in line
+
+
+def test_base_needs_a_single_target(fake, test_python):
+    extra = (
+        '\n[targets.second]\npackage = "second"\nversion = "1"\nsha256 = "' + "2" * 64 + '"\n'
+        'git_url = "u"\ntests = "tests/"\npatches = []\n'
+    )
+    fake.write_manifest(extra=extra)
+    line = one_error_line(fake.run("verify", "--python", test_python, "--base", "git:https://example.invalid/x@main"))
+    assert "--base names one target's base; add --target" in line
+    assert "unknown target 'third'" in one_error_line(fake.run("verify", "--target", "third"))
