@@ -142,3 +142,29 @@ def test_git_missing(fake):
     env = fake.env(PATH=str(fake.root / "no-such-bin"))
     line = one_error_line(fake.run("checkout", env=env))
     assert "git is not installed" in line
+
+
+def test_stop_at_conflict_keeps_the_checkout_for_a_manual_fix(fake):
+    fake.build_series(GOOD, NOT_RED)
+    # A new base where the second patch's context changed (like moving the pin to a new release).
+    core = BASE_FILES["src/fakepkg/core.py"].replace("Multiply two numbers.", "Product of two numbers.")
+    other = make_tarball(
+        fake.root / "other" / "fakepkg-1.0.tar.gz", "fakepkg-1.0", dict(BASE_FILES, **{"src/fakepkg/core.py": core})
+    )
+    fake.sha = sha256(other)
+    fake.write_manifest(["0001-core-make-add-add.patch", "0002-core-document-mul.patch"])
+    fake.seed_cache(other.read_bytes())
+    proc = fake.run("checkout", "--replace", "--stop-at-conflict")
+    assert proc.returncode == 1, proc.stderr
+    assert "git am stopped at 0002-core-document-mul.patch (src/fakepkg/core.py)" in proc.stdout
+    repo = fake.checkout_dir
+    assert (repo / ".git" / "rebase-apply").is_dir()
+    assert git(repo, "log", "--format=%s", "series/base..HEAD") == "core: make add() add"
+    # Resolve by hand, continue, export: the series now applies to the new base.
+    fixed = core.replace("return a - b", "return a + b").replace("Product of two numbers.", "Product (a times b).")
+    (repo / "src/fakepkg/core.py").write_text(fixed, encoding="utf-8")
+    git(repo, "add", "src/fakepkg/core.py")
+    git(repo, "am", "--continue")
+    fake.ok("export")
+    fake.ok("checkout", "--replace")
+    assert (repo / "src/fakepkg/core.py").read_text(encoding="utf-8") == fixed

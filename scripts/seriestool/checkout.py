@@ -23,13 +23,21 @@ def check_destination(dest, replace):
         raise SeriesError(f"{dest} exists and is not empty; pass --replace to rebuild it")
 
 
-def am_series(repo, target, patch_names):
-    """Apply patches with `git am`, one commit each. Returns (None, None) or (failed name, files)."""
-    for name in patch_names:
-        proc = repo.am([target.patch_path(name)], three_way=True, committer_date_is_author_date=True)
-        if proc.returncode != 0:
-            return name, am_failure(repo, target.patch_path(name), proc)
-    return None, None
+def am_series(repo, target, patch_names, *, keep=False):
+    """`git am` the patches in one run, one commit each.
+
+    Returns (None, None), or (name of the failed patch, paths that conflict or do not apply). The
+    failed `git am` is aborted unless `keep`, which leaves it stopped at that patch.
+    """
+    if not patch_names:
+        return None, None
+    start = repo.head()
+    paths = [target.patch_path(name) for name in patch_names]
+    proc = repo.am(paths, three_way=True, committer_date_is_author_date=True)
+    if proc.returncode == 0:
+        return None, None
+    done = len(repo.commits(f"{start}..HEAD"))
+    return patch_names[done], am_failure(repo, paths[done], proc, abort=not keep)
 
 
 _FAILED_PATH = [
@@ -41,11 +49,12 @@ _FAILED_PATH = [
 ]
 
 
-def am_failure(repo, patch, proc):
-    """After a failed `git am`: abort it and return the paths that conflict or do not apply."""
-    files = repo.unmerged_paths()
-    repo.am_abort()
-    return files or repo.failing_paths(patch) or _failed_paths(proc.stdout + proc.stderr)
+def am_failure(repo, patch, proc, *, abort=True):
+    """After a failed `git am`: the paths that conflict or do not apply; then abort it (unless told not to)."""
+    files = repo.unmerged_paths() or repo.failing_paths(patch) or _failed_paths(proc.stdout + proc.stderr)
+    if abort:
+        repo.am_abort()
+    return files
 
 
 def _failed_paths(output):
@@ -74,9 +83,9 @@ def run(ctx, args):
         base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
         repo = Repo(repo_dir, isolated=True)
         repo.run("config", "series.base", args.base or "sdist")
-        failed, files = am_series(repo, target, target.patches)
-        if failed:
-            where = f" ({', '.join(files)})" if files else ""
+        failed, files = am_series(repo, target, target.patches, keep=args.stop_at_conflict)
+        where = f" ({', '.join(files)})" if files else ""
+        if failed and not args.stop_at_conflict:
             raise SeriesError(f"patch {failed} does not apply on {spec.describe(target)}{where}; no checkout was made")
         check_destination(dest, args.replace)
         trash = None
@@ -89,6 +98,12 @@ def run(ctx, args):
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
+    if failed:
+        ctx.out(
+            f"{dest}: git am stopped at {failed}{where}. Resolve the conflicts there, `git add` the files and run "
+            "`git am --continue` (it applies the remaining patches), then export."
+        )
+        return 1
     ctx.out(
         f"{dest}: {spec.describe(target)} (tag {base_mod.BASE_TAG} = {base[:12]}) "
         f"+ {len(target.patches)} patch(es) on branch {base_mod.BRANCH}"

@@ -80,6 +80,11 @@ def build_parser():
     p.add_argument("--dir", help="destination (default: <work>/checkouts/<target>)")
     p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR (a clone's HEAD) or git:URL@REF")
     p.add_argument("--replace", action="store_true", help="replace an existing non-empty DIR")
+    p.add_argument(
+        "--stop-at-conflict",
+        action="store_true",
+        help="when a patch does not apply, keep DIR with `git am` stopped there (exit 1) to resolve it by hand",
+    )
 
     p = command("apply", "apply the series to an existing clone on a new branch (all or nothing)")
     p.add_argument("--repo", required=True, metavar="PATH", help="the clone (clean work tree)")
