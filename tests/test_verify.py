@@ -12,6 +12,7 @@ from seriesfixtures import (
     NO_TESTS,
     NOT_RED,
     STYLE,
+    git,
     one_error_line,
 )
 
@@ -167,3 +168,14 @@ def test_base_needs_a_single_target(fake, test_python):
     line = one_error_line(fake.run("verify", "--python", test_python, "--base", "git:https://example.invalid/x@main"))
     assert "--base names one target's base; add --target" in line
     assert "unknown target 'third'" in one_error_line(fake.run("verify", "--target", "third"))
+
+
+def test_verify_against_a_clone_or_git_ref(fake, test_python):
+    fake.build_series(GOOD)
+    upstream = fake.upstream_repo(fake.root / "upstream")
+    for spec in (f"path:{upstream}", f"git:{upstream.as_uri()}@main"):
+        proc, data, _ = _verify(fake, test_python, "--target", "fake", "--base", spec)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert data["targets"][0]["base"]["spec"] == spec
+        assert data["targets"][0]["base"]["commit"] == git(upstream, "rev-parse", "HEAD")
+        assert [p["verdict"] for p in data["patches"]] == ["ok"]
