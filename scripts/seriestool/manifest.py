@@ -24,7 +24,7 @@ class Target:
     tests: str  # path prefix of the regression tests a patch adds
     source_dir: str  # put on PYTHONPATH for the tests
     patches: list = field(default_factory=list)  # file names, in order
-    patch_dir: Path = None  # patches/<name>/
+    patch_dir: Path | None = None  # patches/<name>/
 
     def patch_path(self, name):
         return self.patch_dir / name

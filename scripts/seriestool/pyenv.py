@@ -89,7 +89,7 @@ print(json.dumps(info))
 """
 
 
-def probe(python, *, need_torch=False):
+def probe(python):
     """Versions of pytest, ruff and torch in `python`; errors when pytest or the pinned ruff is missing."""
     try:
         proc = subprocess.run(
@@ -105,6 +105,4 @@ def probe(python, *, need_torch=False):
         raise SeriesError(f"{python} has no pytest; use the tool's own environment (omit --python)")
     if info["ruff"] != RUFF_VERSION:
         raise SeriesError(f"{python} needs ruff=={RUFF_VERSION} (found {info['ruff'] or 'none'})")
-    if need_torch and not info["torch"]:
-        raise SeriesError(f"{python} has no torch")
     return info

@@ -30,12 +30,12 @@ def is_test_file(path):
 
 
 @dataclass
-class TestRun:
+class PytestRun:
     """One pytest run. `status` for red: red, not-red, skipped, import-only, error, timeout, no-tests;
     for green: green, failed, error, timeout, no-tests."""
 
     status: str
-    exit_code: int = None
+    exit_code: int | None = None
     passed: int = 0
     failed: int = 0
     errors: int = 0
@@ -43,7 +43,7 @@ class TestRun:
     total: int = 0
     failing: list = field(default_factory=list)
     duration_s: float = 0.0
-    log: str = None
+    log: str | None = None
     output_tail: str = ""
 
 
@@ -51,9 +51,9 @@ class TestRun:
 class Style:
     clean: bool
     files: list = field(default_factory=list)
-    check_exit: int = None
+    check_exit: int | None = None
     check_output: str = ""
-    format_exit: int = None
+    format_exit: int | None = None
     format_output: str = ""
 
 
@@ -63,11 +63,11 @@ class PatchResult:
     target: str
     index: int
     applies: bool = False
-    applies_alone: bool = None
+    applies_alone: bool | None = None
     checked: bool = True
-    red: TestRun = None
-    green: TestRun = None
-    style: Style = None
+    red: PytestRun | None = None
+    green: PytestRun | None = None
+    style: Style | None = None
     test_files: list = field(default_factory=list)
     conflict_files: list = field(default_factory=list)
     problems: list = field(default_factory=list)
@@ -173,7 +173,8 @@ def _tail(path, lines=TAIL_LINES):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_pytest(ctx, *, python, repo_dir, source_dir, files, device, log_stem, timeout, expect):
+def run_pytest(*, python, repo_dir, source_dir, files, device, log_stem, timeout, expect):
+    """Run pytest on `files` in the checkout; classify the outcome as a red or a green run (`expect`)."""
     log_path = Path(f"{log_stem}.log")
     junit = Path(f"{log_stem}.xml")
     junit.unlink(missing_ok=True)
@@ -187,7 +188,7 @@ def run_pytest(ctx, *, python, repo_dir, source_dir, files, device, log_stem, ti
     cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfE", f"--junitxml={junit}", *files]
     code, seconds = _run_logged(cmd, cwd=repo_dir, env=env, log_path=log_path, timeout=timeout)
     counts, failing, kinds = _parse_junit(junit)
-    run = TestRun(status="error", exit_code=code, duration_s=seconds, log=str(log_path), failing=failing, **counts)
+    run = PytestRun(status="error", exit_code=code, duration_s=seconds, log=str(log_path), failing=failing, **counts)
     run.total = sum(counts.values())
     if code is None:
         run.status = "timeout"
@@ -210,16 +211,13 @@ def run_pytest(ctx, *, python, repo_dir, source_dir, files, device, log_stem, ti
 
 
 def run_style(python, repo_dir, files):
+    """ruff check and ruff format --check on `files`, from the checkout root (its own config)."""
     if not files:
         return Style(clean=True)
-    env = dict(os.environ)
-    cmd = [str(python), "-m", "ruff"]
-    check = subprocess.run(
-        [*cmd, "check", "--no-cache", "--", *files], cwd=repo_dir, env=env, capture_output=True, text=True
-    )
-    fmt = subprocess.run(
-        [*cmd, "format", "--check", "--no-cache", "--", *files], cwd=repo_dir, env=env, capture_output=True, text=True
-    )
+    ruff = [str(python), "-m", "ruff"]
+    opts = {"cwd": repo_dir, "capture_output": True, "text": True, "stdin": subprocess.DEVNULL}
+    check = subprocess.run([*ruff, "check", "--no-cache", "--", *files], **opts)
+    fmt = subprocess.run([*ruff, "format", "--check", "--no-cache", "--", *files], **opts)
     return Style(
         clean=check.returncode == 0 and fmt.returncode == 0,
         files=list(files),
@@ -303,17 +301,17 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout):
         touched_py = [c.path for c in changes if c.status != "D" and c.path.endswith(".py")]
         stem = logs / name.removesuffix(".patch")
         if not res.test_files:
-            res.red = TestRun(status="no-tests")
-            res.green = TestRun(status="no-tests")
+            res.red = PytestRun(status="no-tests")
+            res.green = PytestRun(status="no-tests")
             res.problems.append(f"adds no test files under {target.tests}")
         else:
             repo.reset_hard(prev)
             repo.run("checkout", commit, "--", *added)
             common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
             common.update(files=res.test_files, device=device, timeout=timeout)
-            res.red = run_pytest(ctx, log_stem=Path(f"{stem}.red"), expect="red", **common)
+            res.red = run_pytest(log_stem=Path(f"{stem}.red"), expect="red", **common)
             repo.reset_hard(commit)
-            res.green = run_pytest(ctx, log_stem=Path(f"{stem}.green"), expect="green", **common)
+            res.green = run_pytest(log_stem=Path(f"{stem}.green"), expect="green", **common)
             if not res.red_without_fix:
                 res.problems.append(f"without its fix the tests are {res.red.status}, not red")
             if not res.green_with_fix:
