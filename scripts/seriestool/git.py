@@ -101,6 +101,8 @@ FORMAT_PATCH_ARGS = [
     "--stat-graph-width=40",
     "--start-number=1",
     "--encode-email-headers",
+    # whole subjects in file names (the default cuts them at 64 characters)
+    "--filename-max-length=100",
 ]
 
 
