@@ -40,3 +40,7 @@ def test_manifest_errors(fake):
     assert "lacks version, sha256, git_url, tests, patches" in one_error_line(fake.run("checkout"))
     fake.write_manifest(["../escape.patch"])
     assert "bad patch file name '../escape.patch'" in one_error_line(fake.run("checkout"))
+    fake.write_manifest(extra='verify_with = ["fake"]\n')
+    assert "verify_with must list other targets" in one_error_line(fake.run("checkout"))
+    fake.write_manifest(extra='verify_with = ["nowhere"]\n')
+    assert "verify_with must list other targets" in one_error_line(fake.run("checkout"))

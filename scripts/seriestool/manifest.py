@@ -25,6 +25,8 @@ class Target:
     source_dir: str  # put on PYTHONPATH for the tests
     patches: list = field(default_factory=list)  # file names, in order
     patch_dir: Path | None = None  # patches/<name>/
+    # targets whose patched sources this target's tests also run against (e.g. a companion accelerate patch)
+    verify_with: list = field(default_factory=list)
 
     def patch_path(self, name):
         return self.patch_dir / name
@@ -85,6 +87,9 @@ def load(path):
                 raise SeriesError(f"manifest {path}: [targets.{name}] bad patch file name {patch!r}")
         if len(set(patches)) != len(patches):
             raise SeriesError(f"manifest {path}: [targets.{name}] lists a patch twice")
+        verify_with = table.get("verify_with", [])
+        if not isinstance(verify_with, list) or not all(w in tables and w != name for w in verify_with):
+            raise SeriesError(f"manifest {path}: [targets.{name}] verify_with must list other targets")
         targets[name] = Target(
             name=name,
             package=str(table["package"]),
@@ -95,6 +100,7 @@ def load(path):
             source_dir=str(table.get("source_dir", "src")),
             patches=list(patches),
             patch_dir=path.parent / name,
+            verify_with=list(verify_with),
         )
     return Manifest(path=path, targets=targets)
 

@@ -173,15 +173,17 @@ def _tail(path, lines=TAIL_LINES):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_pytest(*, python, repo_dir, source_dir, files, device, log_stem, timeout, expect):
-    """Run pytest on `files` in the checkout; classify the outcome as a red or a green run (`expect`)."""
+def run_pytest(*, python, repo_dir, source_dir, files, device, log_stem, timeout, expect, extra_paths=()):
+    """Run pytest on `files` in the checkout; classify the outcome as a red or a green run (`expect`).
+
+    `extra_paths` go on PYTHONPATH after the checkout's sources (e.g. a patched companion package)."""
     log_path = Path(f"{log_stem}.log")
     junit = Path(f"{log_stem}.xml")
     junit.unlink(missing_ok=True)
     env = dict(os.environ)
     for key in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOME"):
         env.pop(key, None)
-    env["PYTHONPATH"] = str(Path(repo_dir) / source_dir)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(repo_dir) / source_dir), *map(str, extra_paths)])
     env["PYTHONUNBUFFERED"] = "1"
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -325,6 +327,41 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout):
     return results
 
 
+def verify_with_companions(ctx, target, results, scratch, *, python, device, timeout):
+    """Run all of `target`'s regression tests on its fully patched checkout with the patched sources of the
+    targets in `target.verify_with` on PYTHONPATH: the series must not depend on, nor break with, its companions.
+
+    Returns None when there is nothing to run, else a dict for the report."""
+    others = [ctx.manifest.target(name) for name in target.verify_with]
+    others = [other for other in others if other.name in scratch and other.patches]
+    own = [res for res in results if res.target == target.name]
+    if not others or not own or not all(res.verdict == "ok" for res in own):
+        return None
+    repo, _ = scratch[target.name]
+    files = [path for res in own for path in res.test_files]
+    paths = [scratch[other.name][0].path / other.source_dir for other in others]
+    label = f"{target.name} + patched {', '.join(other.name for other in others)}"
+    ctx.log(f"[{label}] all {len(files)} test file(s) of {target.name}")
+    run = run_pytest(
+        python=python,
+        repo_dir=repo.path,
+        source_dir=target.source_dir,
+        files=files,
+        device=device,
+        log_stem=ctx.work / "logs" / "verify" / target.name / "with-companions",
+        timeout=timeout,
+        expect="green",
+        extra_paths=paths,
+    )
+    return {
+        "target": target.name,
+        "with": [other.name for other in others],
+        "label": label,
+        "green": run.status == "green",
+        "run": asdict(run),
+    }
+
+
 # -- output ------------------------------------------------------------------------------------------
 
 
@@ -452,9 +489,10 @@ def run(ctx, args):
         torch = info.get("torch") or "missing"
         raise SeriesError(f"--device cuda needs a CUDA build of torch, but {python} has torch {torch} without CUDA")
 
-    results, target_reports = [], []
+    results, target_reports, scratch = [], [], {}
     for target in targets:
         repo, base = prepare_scratch(ctx, target, spec)
+        scratch[target.name] = (repo, base)
         target_reports.append(
             {
                 "name": target.name,
@@ -469,13 +507,26 @@ def run(ctx, args):
         results += verify_target(
             ctx, target, repo, base, python=python, device=args.device, only=only, timeout=args.test_timeout
         )
-    ok = all(res.verdict in ("ok", "not checked") for res in results)
+    companions = []
+    if only is None:
+        for target in targets:
+            companion = verify_with_companions(
+                ctx, target, results, scratch, python=python, device=args.device, timeout=args.test_timeout
+            )
+            if companion is not None:
+                companions.append(companion)
+    ok = all(res.verdict in ("ok", "not checked") for res in results) and all(c["green"] for c in companions)
     duration = round(time.monotonic() - started, 2)
     if results:
         ctx.out(table(results))
         for res in results:
             for problem in res.problems:
                 ctx.out(f"  {res.target}/{res.name}: {problem}")
+    for companion in companions:
+        run = companion["run"]
+        verdict = "ok" if companion["green"] else f"FAIL ({run['status']})"
+        counts = f"{run['passed']} passed, {run['skipped']} skipped, {run['failed']} failed"
+        ctx.out(f"{companion['label']}: {verdict}, {counts}")
     logs = ctx.work / "logs" / "verify"
     ctx.out(f"verify: {'OK' if ok else 'FAILED'} ({len(results)} patch(es), {duration:.1f}s, logs in {logs})")
     report = {
@@ -486,6 +537,7 @@ def run(ctx, args):
         "tools": {key: info.get(key) for key in ("python", "pytest", "ruff", "torch", "cuda")},
         "targets": target_reports,
         "patches": [res.to_json() for res in results],
+        "companions": companions,
         "duration_s": duration,
     }
     if args.json:
