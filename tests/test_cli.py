@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from seriesfixtures import SERIES, one_error_line
+from seriesfixtures import GOOD, SERIES, one_error_line
 
 
 def test_help_lists_the_commands():
@@ -44,3 +44,14 @@ def test_manifest_errors(fake):
     assert "verify_with must list other targets" in one_error_line(fake.run("checkout"))
     fake.write_manifest(extra='verify_with = ["nowhere"]\n')
     assert "verify_with must list other targets" in one_error_line(fake.run("checkout"))
+
+
+def test_python_runs_against_the_checkout(fake):
+    fake.build_series(GOOD)
+    code = "from fakepkg.core import add; print(add(2, 3))"
+    proc = fake.run("python", "--python", sys.executable, "--", "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "5"  # the patched add(), not the base's a - b
+
+    missing = fake.run("python", "--python", sys.executable, "--dir", str(fake.root / "nowhere"), "--", "-c", "1")
+    assert "is no checkout of fake" in one_error_line(missing)

@@ -105,6 +105,20 @@ def build_parser():
     p.add_argument("--python", metavar="PATH", help="use this interpreter instead of the pinned venv")
     p.add_argument("--test-timeout", type=int, default=1800, metavar="S", help="limit per pytest run (1800)")
 
+    p = command("python", "run Python in the pinned venv with a checkout's sources first on PYTHONPATH")
+    p.add_argument("--target", help="target (default: the first)")
+    p.add_argument("--dir", help="the checkout (default: <work>/checkouts/<target>)")
+    p.add_argument(
+        "--with",
+        dest="with_targets",
+        action="append",
+        default=[],
+        metavar="TARGET",
+        help="also put this target's checkout (<work>/checkouts/TARGET) on PYTHONPATH (repeatable)",
+    )
+    p.add_argument("--python", dest="interpreter", metavar="PATH", help="this interpreter instead of the pinned venv")
+    p.add_argument("python_args", nargs=argparse.REMAINDER, help="passed to python (e.g. a script and its args)")
+
     p = command("selftest", "run the tool's own tests in the pinned venv (extra args go to pytest)")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest")
     return parser
@@ -131,6 +145,25 @@ def _selftest(ctx, args):
     return code
 
 
+def _python(ctx, args):
+    from . import pyenv
+    from .checkout import default_dir
+
+    target = ctx.manifest.default_target(args.target)
+    dirs = [Path(args.dir).resolve() if args.dir else default_dir(ctx, target)]
+    dirs += [default_dir(ctx, ctx.manifest.target(name)) for name in args.with_targets]
+    targets = [target] + [ctx.manifest.target(name) for name in args.with_targets]
+    for folder, owner in zip(dirs, targets, strict=True):
+        if not (folder / owner.source_dir).is_dir():
+            raise SeriesError(f"{folder} is no checkout of {owner.name}; make one with `series.py checkout`")
+    python = args.interpreter or pyenv.ensure_venv(ctx.work, ctx.requirements, log=ctx.log)
+    env = dict(os.environ)
+    paths = [str(folder / owner.source_dir) for folder, owner in zip(dirs, targets, strict=True)]
+    env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    extra = [a for a in args.python_args if a != "--"]
+    return subprocess.run([str(python), *extra], env=env).returncode
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     for key in ("work", "manifest"):
@@ -140,6 +173,8 @@ def main(argv=None):
     try:
         if args.command == "selftest":
             return _selftest(ctx, args)
+        if args.command == "python":
+            return _python(ctx, args)
         _need_git()
         if args.command == "checkout":
             from .checkout import run
