@@ -9,7 +9,6 @@ import tempfile
 
 import torch
 from torch import nn
-
 from transformers import Trainer, TrainingArguments
 from transformers.utils import logging
 

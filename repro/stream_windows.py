@@ -11,7 +11,6 @@ import tempfile
 import torch
 from torch import nn
 from torch.utils.data import IterableDataset
-
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
@@ -75,7 +74,8 @@ def main():
             print(f"{label} gradients {recorder.gradients}, then ValueError: {exc}")
             continue
         leftover = None if model.w.grad is None else model.w.grad.item()
-        print(f"{label} gradients {recorder.gradients}, global_step={output.global_step}, leftover gradient={leftover}")
+        steps = output.global_step
+        print(f"{label} gradients {recorder.gradients}, global_step={steps}, leftover gradient={leftover}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ Prints the count `_get_num_items_in_batch` returns for 4, 3, 1, 7 and 0 valid ta
 from types import SimpleNamespace
 
 import torch
-
 from transformers import Trainer
 
 
