@@ -25,6 +25,7 @@ class Target:
     source_dir: str  # put on PYTHONPATH for the tests
     patches: list = field(default_factory=list)  # file names, in order
     patch_dir: Path | None = None  # patches/<name>/
+    reviewers: list = field(default_factory=list)  # GitHub handles for the "Who can review?" line of `pr`
 
     def patch_path(self, name):
         return self.patch_dir / name
@@ -85,6 +86,9 @@ def load(path):
                 raise SeriesError(f"manifest {path}: [targets.{name}] bad patch file name {patch!r}")
         if len(set(patches)) != len(patches):
             raise SeriesError(f"manifest {path}: [targets.{name}] lists a patch twice")
+        reviewers = table.get("reviewers", [])
+        if not isinstance(reviewers, list) or not all(isinstance(r, str) and r.startswith("@") for r in reviewers):
+            raise SeriesError(f"manifest {path}: [targets.{name}] reviewers must be a list of @handles")
         targets[name] = Target(
             name=name,
             package=str(table["package"]),
@@ -95,6 +99,7 @@ def load(path):
             source_dir=str(table.get("source_dir", "src")),
             patches=list(patches),
             patch_dir=path.parent / name,
+            reviewers=list(reviewers),
         )
     return Manifest(path=path, targets=targets)
 
