@@ -283,15 +283,19 @@ class Fake:
     def checkout_dir(self):
         return self.work / "checkouts" / "fake"
 
-    def build_series(self, *patches):
-        """Make the fixture patches through the tool: checkout, one commit each, export."""
-        self.write_manifest()
+    def build_series(self, *patches, **manifest):
+        """Make the fixture patches through the tool: checkout, one commit each, export.
+
+        A patch is (subject, changes) or (subject, changes, message body).
+        """
+        self.write_manifest(**manifest)
         self.seed_cache()
         self.ok("checkout", "--replace")
-        for subject, changes in patches:
+        for subject, changes, *body in patches:
             apply_changes(self.checkout_dir, changes)
             git(self.checkout_dir, "add", "--all")
-            git(self.checkout_dir, "commit", "--quiet", "-m", f"{subject}\n\nWhy and how.", env=_fixed_dates())
+            message = f"{subject}\n\n{body[0] if body else 'Why and how.'}"
+            git(self.checkout_dir, "commit", "--quiet", "-m", message, env=_fixed_dates())
         self.ok("export")
         return read_patch_list(self.manifest)
 

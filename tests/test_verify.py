@@ -128,17 +128,32 @@ def test_empty_series_verifies_fine_and_says_so(fake, test_python):
     assert data["targets"][0]["patches"] == 0 and len(data["targets"][0]["base"]["commit"]) == 40
 
 
-def test_patch_that_does_not_apply_blocks_the_rest(fake, test_python):
+def test_a_patch_that_does_not_apply_is_left_out_and_the_rest_judged(fake, test_python):
     names = fake.build_series(GOOD, NOT_RED)
     first = fake.patches_dir / "fake" / names[0]
     first.write_text(
         first.read_text(encoding="utf-8").replace("-    return a - b", "-    return a * b"), encoding="utf-8"
     )
-    proc, data, _ = _verify(fake, test_python)
+    proc, data, junit = _verify(fake, test_python)
     assert proc.returncode == 1
-    assert [p["verdict"] for p in data["patches"]] == ["fail", "blocked"]
-    assert data["patches"][0]["applies"] is False
-    assert data["patches"][0]["conflict_files"] == ["src/fakepkg/core.py"]
+    assert [p["verdict"] for p in data["patches"]] == ["fail", "fail"]
+    assert [p["base_status"] for p in data["patches"]] == ["conflict", "clean"]
+    conflict = data["patches"][0]
+    assert conflict["applies"] is False and conflict["conflict_files"] == ["src/fakepkg/core.py"]
+    assert conflict["conflicts"][0]["file"] == "src/fakepkg/core.py"
+    assert [h["index"] for h in conflict["conflicts"][0]["hunks"]] == [1]
+    # Its tests still fail on the base, so the bug is not fixed there: a real conflict, not news.
+    assert conflict["red"]["status"] == "red" and conflict["green"] is None
+    # The second patch is judged all the same, on the base without the first.
+    second = data["patches"][1]
+    assert second["skipped_before"] == [names[0]] and second["applies"] is True
+    assert second["red"]["status"] == "not-red"
+    assert "src/fakepkg/core.py: content differs; hunk 1/1 (@@ -3,7 +3,7 @@) does not apply" in proc.stdout
+    assert f"checked without {names[0]}, which did not apply" in proc.stdout
+    cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(junit).getroot().iter("testcase")}
+    assert cases[(f"fake.{names[0]}", "applies")].find("failure") is not None
+    assert cases[(f"fake.{names[0]}", "green_with_fix")].find("skipped") is not None
+    assert cases[(f"fake.{names[1]}", "red_without_fix")].find("failure") is not None
 
 
 def test_only_the_named_patch_is_checked(fake, test_python):

@@ -83,6 +83,12 @@ def run(ctx, args):
         base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
         repo = Repo(repo_dir, isolated=True)
         repo.run("config", "series.base", args.base or "sdist")
+        if spec.kind != "sdist" and target.patches:
+            from .upstream import load_preimages  # (upstream imports this module)
+
+            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
+            if problem:
+                ctx.log(problem)
         failed, files = am_series(repo, target, target.patches, keep=args.stop_at_conflict)
         where = f" ({', '.join(files)})" if files else ""
         if failed and not args.stop_at_conflict:

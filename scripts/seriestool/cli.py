@@ -66,7 +66,7 @@ def _global_options(parser, suppress):
 
 
 def build_parser():
-    parser = Parser(prog="series", description="Pinned-base patch series: checkout, apply, export, verify.")
+    parser = Parser(prog="series", description="Pinned-base patch series: checkout, apply, export, verify, pr.")
     _global_options(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
@@ -102,6 +102,7 @@ def build_parser():
     p.add_argument("--patch", action="append", metavar="NAME", help="red/green/style-check only this patch")
     p.add_argument("--json", metavar="FILE", help="write the JSON report here")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
+    p.add_argument("--summary", metavar="FILE", help="append a markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
     p.add_argument("--python", metavar="PATH", help="use this interpreter instead of the pinned venv")
     p.add_argument("--test-timeout", type=int, default=1800, metavar="S", help="limit per pytest run (1800)")
 
@@ -118,6 +119,10 @@ def build_parser():
     )
     p.add_argument("--python", dest="interpreter", metavar="PATH", help="this interpreter instead of the pinned venv")
     p.add_argument("python_args", nargs=argparse.REMAINDER, help="passed to python (e.g. a script and its args)")
+
+    p = command("pr", "print the title and body of an upstream pull request for one patch")
+    p.add_argument("name", metavar="NAME", help="the patch: its number (0001), file name, or name without .patch")
+    p.add_argument("--target", help="target in the manifest (default: the first)")
 
     p = command("selftest", "run the tool's own tests in the pinned venv (extra args go to pytest)")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest")
@@ -182,6 +187,8 @@ def main(argv=None):
             from .apply import run
         elif args.command == "export":
             from .export import run
+        elif args.command == "pr":
+            from .pr import run
         else:
             from .verify import run
         return run(ctx, args)

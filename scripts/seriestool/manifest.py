@@ -27,6 +27,7 @@ class Target:
     patch_dir: Path | None = None  # patches/<name>/
     # targets whose patched sources this target's tests also run against (e.g. a companion accelerate patch)
     verify_with: list = field(default_factory=list)
+    reviewers: list = field(default_factory=list)  # GitHub handles for the "Who can review?" line of `pr`
 
     def patch_path(self, name):
         return self.patch_dir / name
@@ -90,6 +91,9 @@ def load(path):
         verify_with = table.get("verify_with", [])
         if not isinstance(verify_with, list) or not all(w in tables and w != name for w in verify_with):
             raise SeriesError(f"manifest {path}: [targets.{name}] verify_with must list other targets")
+        reviewers = table.get("reviewers", [])
+        if not isinstance(reviewers, list) or not all(isinstance(r, str) and r.startswith("@") for r in reviewers):
+            raise SeriesError(f"manifest {path}: [targets.{name}] reviewers must be a list of @handles")
         targets[name] = Target(
             name=name,
             package=str(table["package"]),
@@ -101,6 +105,7 @@ def load(path):
             patches=list(patches),
             patch_dir=path.parent / name,
             verify_with=list(verify_with),
+            reviewers=list(reviewers),
         )
     return Manifest(path=path, targets=targets)
 

@@ -1,5 +1,6 @@
 """`verify`: prove every patch applies, is red without its fix, green with it, and style-clean."""
 
+import datetime
 import json
 import os
 import shutil
@@ -12,14 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import base as base_mod
-from . import pyenv
-from .checkout import am_failure
+from . import pyenv, reports, upstream
 from .errors import SeriesError
 from .git import Repo
 from .manifest import check_patch_files, find_patch
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
 TAIL_LINES = 40
 
@@ -72,6 +72,11 @@ class PatchResult:
     conflict_files: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     verdict: str = "fail"
+    base_status: str | None = None  # see upstream.py: clean, 3-way, conflict, already-upstream, fixed-differently
+    conflicts: list = field(default_factory=list)  # upstream.Conflict
+    skipped_before: list = field(default_factory=list)  # earlier patches left out (they conflict)
+    notes: list = field(default_factory=list)  # informational, not failures
+    sha256: str = ""
 
     @property
     def red_without_fix(self):
@@ -86,8 +91,10 @@ class PatchResult:
         return self.style is not None and self.style.clean
 
     def decide(self):
-        if not self.applies:
-            self.verdict = "blocked" if self.problems[:1] == ["an earlier patch does not apply"] else "fail"
+        if self.base_status in upstream.INFORMATIONAL:
+            self.verdict = "upstream"
+        elif not self.applies:
+            self.verdict = "fail"
         elif not self.checked:
             self.verdict = "not checked"
         else:
@@ -100,8 +107,10 @@ class PatchResult:
             "name": self.name,
             "target": self.target,
             "index": self.index,
+            "sha256": self.sha256,
             "verdict": self.verdict,
             "ok": self.verdict == "ok",
+            "base_status": self.base_status,
             "applies": self.applies,
             "applies_alone": self.applies_alone,
             "red_without_fix": self.red_without_fix,
@@ -109,10 +118,13 @@ class PatchResult:
             "style_clean": self.style_clean,
             "test_files": self.test_files,
             "conflict_files": self.conflict_files,
+            "conflicts": [asdict(c) for c in self.conflicts],
+            "skipped_before": self.skipped_before,
             "red": asdict(self.red) if self.red else None,
             "green": asdict(self.green) if self.green else None,
             "style": asdict(self.style) if self.style else None,
             "problems": self.problems,
+            "notes": self.notes,
         }
 
 
@@ -263,30 +275,32 @@ def prepare_scratch(ctx, target, spec):
     return Repo(path, isolated=True), base
 
 
-def verify_target(ctx, target, repo, base, *, python, device, only, timeout):
+def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spec=None, notes=None):
     results = []
     logs = ctx.work / "logs" / "verify" / target.name
     if logs.exists():
         shutil.rmtree(logs)
     logs.mkdir(parents=True)
+    moved = spec is not None and spec.kind != "sdist"
+
+    def run_red(files, stem):
+        common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
+        return run_pytest(
+            log_stem=Path(f"{stem}.red"), expect="red", files=files, device=device, timeout=timeout, **common
+        )
+
+    placing = upstream.Placing(ctx, target, repo, moved=moved, notes=notes, run_red=run_red, is_test=is_test_file)
     prev = base
-    blocked = False
     for index, name in enumerate(target.patches, start=1):
         res = PatchResult(name=name, target=target.name, index=index)
         results.append(res)
         patch = target.patch_path(name)
-        if blocked:
-            res.problems.append("an earlier patch does not apply")
-            res.decide()
-            continue
         ctx.log(f"[{target.name} {index}/{len(target.patches)}] {name}")
         repo.reset_hard(prev)
-        proc = repo.am([patch], three_way=True, committer_date_is_author_date=True)
-        if proc.returncode != 0:
-            res.conflict_files = am_failure(repo, patch, proc)
+        if not placing.place(
+            res, patch, checked=only is None or name in only, stem=logs / name.removesuffix(".patch")
+        ):
             repo.reset_hard(prev)
-            res.problems.append(f"does not apply on the base and earlier patches ({', '.join(res.conflict_files)})")
-            blocked = True
             res.decide()
             continue
         res.applies = True
@@ -316,6 +330,8 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout):
             res.green = run_pytest(log_stem=Path(f"{stem}.green"), expect="green", **common)
             if not res.red_without_fix:
                 res.problems.append(f"without its fix the tests are {res.red.status}, not red")
+                if moved and res.red.status == "not-red":
+                    res.notes.append("its tests pass on this base without it: fixed upstream in another way?")
             if not res.green_with_fix:
                 res.problems.append(f"with the patch the tests are {res.green.status}, not green")
         repo.reset_hard(commit)
@@ -387,6 +403,15 @@ def _yes(value, no="NO"):
     return "-" if value is None else ("yes" if value else no)
 
 
+APPLIES_CELL = {
+    upstream.CLEAN: "yes",
+    upstream.THREE_WAY: "3-way",
+    upstream.CONFLICT: "CONFLICT",
+    upstream.ALREADY_UPSTREAM: "upstream",
+    upstream.FIXED_DIFFERENTLY: "fixed upstream",
+}
+
+
 def table(results):
     head = ("patch", "applies", "alone", "red (failed/total)", "green (passed/skipped)", "style", "verdict")
     rows = [head]
@@ -395,7 +420,7 @@ def table(results):
         rows.append(
             (
                 f"{res.target}/{res.name}",
-                _yes(res.applies),
+                APPLIES_CELL.get(res.base_status, "-"),
                 _yes(res.applies_alone, "no"),
                 _cell_red(res),
                 _cell_green(res),
@@ -409,12 +434,33 @@ def table(results):
     return "\n".join(lines)
 
 
+def _junit_outcome(res, check, passed, required, detail):
+    """None when the check passed, else ("failure" or "skipped", message, text)."""
+    if res.base_status in upstream.INFORMATIONAL:
+        if check == "applies":
+            return "skipped", f"{res.base_status}: {res.notes[0] if res.notes else ''}", ""
+        return "skipped", f"not run: {res.base_status}", ""
+    if not res.applies:
+        if check == "applies":
+            return "failure", "applies failed", "\n".join(res.problems)
+        if check == "red_without_fix" and res.red is not None:
+            return None if passed else ("skipped", f"without the patch: {res.red.status}", "")
+        return "skipped", "not run: the patch does not apply", ""
+    if passed:
+        return None
+    if not res.checked and check not in ("applies", "applies_alone"):
+        return "skipped", "not checked (--patch)", ""
+    if required:
+        return "failure", f"{check} failed", str(detail or "")
+    return "skipped", str(detail), ""
+
+
 def write_junit(path, results, duration):
     suite = ET.Element("testsuite", name="series-verify", time=f"{duration:.2f}")
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for res in results:
         checks = [
-            ("applies", res.applies, True, "; ".join(res.problems)),
+            ("applies", res.applies, True, None),
             ("applies_alone", res.applies_alone, False, "does not apply alone on the bare base"),
             ("red_without_fix", res.red_without_fix, True, res.red and res.red.status),
             ("green_with_fix", res.green_with_fix, True, res.green and res.green.status),
@@ -428,20 +474,16 @@ def write_junit(path, results, duration):
         for check, passed, required, detail in checks:
             case = ET.SubElement(suite, "testcase", classname=f"{res.target}.{res.name}", name=check)
             counts["tests"] += 1
-            if passed:
+            if check == "applies" and res.base_status == upstream.THREE_WAY:
+                ET.SubElement(case, "system-out").text = "applies with a 3-way merge"
+            outcome = _junit_outcome(res, check, passed, required, detail)
+            if outcome is None:
                 continue
-            if not res.applies and check != "applies":
-                ET.SubElement(case, "skipped", message=f"not run: {res.verdict}")
-                counts["skipped"] += 1
-            elif not res.checked and check not in ("applies", "applies_alone"):
-                ET.SubElement(case, "skipped", message="not checked (--patch)")
-                counts["skipped"] += 1
-            elif required:
-                ET.SubElement(case, "failure", message=f"{check} failed").text = str(detail or "")
-                counts["failures"] += 1
-            else:
-                ET.SubElement(case, "skipped", message=str(detail))
-                counts["skipped"] += 1
+            kind, message, text = outcome
+            element = ET.SubElement(case, kind, message=message)
+            if text:
+                element.text = text
+            counts["failures" if kind == "failure" else "skipped"] += 1
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("errors", "0")
@@ -493,19 +535,30 @@ def run(ctx, args):
     for target in targets:
         repo, base = prepare_scratch(ctx, target, spec)
         scratch[target.name] = (repo, base)
+        notes = []
         target_reports.append(
             {
                 "name": target.name,
                 "version": target.version,
                 "base": {"spec": args.base or "sdist", "describe": spec.describe(target), "commit": base},
                 "patches": len(target.patches),
+                "notes": notes,
             }
         )
         if not target.patches:
             ctx.out(f"no patches for {target.name}: nothing to verify")
             continue
         results += verify_target(
-            ctx, target, repo, base, python=python, device=args.device, only=only, timeout=args.test_timeout
+            ctx,
+            target,
+            repo,
+            base,
+            python=python,
+            device=args.device,
+            only=only,
+            timeout=args.test_timeout,
+            spec=spec,
+            notes=notes,
         )
     companions = []
     if only is None:
@@ -515,13 +568,17 @@ def run(ctx, args):
             )
             if companion is not None:
                 companions.append(companion)
-    ok = all(res.verdict in ("ok", "not checked") for res in results) and all(c["green"] for c in companions)
+    # Conflicts and failed checks need a maintainer; a patch already upstream is only news.
+    ok = all(res.verdict in ("ok", "not checked", "upstream") for res in results)
+    ok = ok and all(companion["green"] for companion in companions)
     duration = round(time.monotonic() - started, 2)
     if results:
         ctx.out(table(results))
         for res in results:
             for problem in res.problems:
                 ctx.out(f"  {res.target}/{res.name}: {problem}")
+            for note in res.notes:
+                ctx.out(f"  {res.target}/{res.name}: note: {note}")
     for companion in companions:
         run = companion["run"]
         verdict = "ok" if companion["green"] else f"FAIL ({run['status']})"
@@ -532,6 +589,7 @@ def run(ctx, args):
     report = {
         "schema_version": SCHEMA_VERSION,
         "ok": ok,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "device": args.device,
         "python": str(python),
         "tools": {key: info.get(key) for key in ("python", "pytest", "ruff", "torch", "cuda")},
@@ -544,4 +602,7 @@ def run(ctx, args):
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if args.junit:
         write_junit(args.junit, results, duration)
+    reports.save_last(ctx.work, report)
+    if args.summary:
+        reports.append_markdown(args.summary, report)
     return 0 if ok else 1

@@ -1,0 +1,271 @@
+"""Where a patch stands on a base: applies cleanly, needs a 3-way merge, conflicts, or is already there.
+
+`verify` asks this (`Placing`) for every patch, in order, on the base plus the earlier patches that
+went in. A patch that does not go in is left out and the later ones are tried without it. A patch
+that conflicts but whose own tests pass on the base without it is "fixed upstream differently".
+Statuses, in the JSON report's `base_status`: clean, 3-way, conflict, already-upstream,
+fixed-differently; the last two are news, not failures.
+"""
+
+import hashlib
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import fetch, patchfile
+from .archive import sha256_file
+from .checkout import am_failure
+from .errors import SeriesError
+
+
+CLEAN = "clean"
+THREE_WAY = "3-way"
+CONFLICT = "conflict"
+ALREADY_UPSTREAM = "already-upstream"
+FIXED_DIFFERENTLY = "fixed-differently"
+# Nothing for a maintainer to do in the series but drop the patch: not a failure of `verify`.
+INFORMATIONAL = (ALREADY_UPSTREAM, FIXED_DIFFERENTLY)
+
+PREIMAGES_REF = "refs/series/preimages"
+
+
+@dataclass
+class Conflict:
+    """One file of a patch that does not go in."""
+
+    file: str
+    reason: str  # "missing in the base", "already exists in the base" or "content differs"
+    hunks: list = field(default_factory=list)  # {"index", "of", "header"} of hunks that do not apply as they are
+    regions: list = field(default_factory=list)  # [first, last] base lines of each 3-way conflict
+
+    def describe(self):
+        parts = [self.reason]
+        if self.hunks:
+            many = len(self.hunks) > 1
+            listed = ", ".join(f"{h['index']}/{h['of']} ({h['header']})" for h in self.hunks)
+            parts.append(f"{'hunks' if many else 'hunk'} {listed} {'do' if many else 'does'} not apply")
+        if self.regions:
+            lines = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in self.regions)
+            parts.append(f"3-way merge conflict at base line {lines}")
+        return f"{self.file}: {'; '.join(parts)}"
+
+
+@dataclass
+class Placement:
+    status: str
+    conflicts: list = field(default_factory=list)  # Conflict, for CONFLICT
+
+
+def place(repo, patch, *, preimages=None):
+    """Put `patch` on the work tree at HEAD (clean, HEAD = the base plus the earlier patches).
+
+    Returns a Placement. For CLEAN and THREE_WAY the patch is committed on top of HEAD; otherwise
+    HEAD, index and work tree are left as they were. `preimages` is called once before a 3-way
+    merge is tried, to make the blobs the patch was made against available.
+    """
+    if repo.apply_check(patch, reverse=True):
+        return Placement(ALREADY_UPSTREAM)
+    if repo.apply_check(patch):
+        proc = repo.am([patch], committer_date_is_author_date=True)
+        if proc.returncode == 0:
+            return Placement(CLEAN)
+        repo.am_abort()
+    if preimages is not None:
+        preimages()
+    proc = repo.am([patch], three_way=True, committer_date_is_author_date=True)
+    if proc.returncode == 0:
+        return Placement(THREE_WAY)
+    return Placement(CONFLICT, conflicts=_conflicts(repo, patch, proc))
+
+
+def _conflict_regions(path):
+    """[first, last] line numbers, on the base's side, of each conflict left in a merged file."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    regions, ours, side, start = [], 0, None, 0
+    for line in lines:
+        if line.startswith("<<<<<<<"):
+            side, start = "ours", ours + 1
+        elif side == "ours" and (line.startswith("|||||||") or line == "======="):
+            regions.append([start, max(start, ours)])
+            side = "theirs"
+        elif side == "theirs" and line.startswith(">>>>>>>"):
+            side = None
+        elif side in (None, "ours"):
+            ours += 1
+    return regions
+
+
+def _conflicts(repo, patch, proc):
+    """After a failed `git am --3way`: which files and hunks conflict. Aborts the `git am`."""
+    regions = {path: _conflict_regions(repo.path / path) for path in repo.unmerged_paths()}
+    files = am_failure(repo, patch, proc)
+    parsed = patchfile.read(patch)
+    result = []
+    for path in files:
+        diff = parsed.file(path)
+        present = repo.ok("cat-file", "-e", f"HEAD:{path}")
+        if diff is not None and diff.status == "A":
+            reason = "already exists in the base" if present else "content differs"
+        else:
+            reason = "content differs" if present else "missing in the base"
+        conflict = Conflict(file=path, reason=reason, regions=regions.get(path, []))
+        if diff is not None and diff.status != "A" and present:
+            for number, hunk in enumerate(diff.hunks, start=1):
+                if not repo.ok("apply", "--check", "-", input=diff.one_hunk_patch(hunk)):
+                    conflict.hunks.append({"index": number, "of": len(diff.hunks), "header": hunk.header})
+        result.append(conflict)
+    return result
+
+
+def put_added_files(repo, patch, paths):
+    """Write the files `patch` adds at `paths` into the work tree (replacing what is there), nothing else."""
+    for path in paths:
+        (repo.path / path).unlink(missing_ok=True)
+    includes = [f"--include={path}" for path in paths]
+    proc = repo.run("apply", *includes, str(Path(patch).resolve()), check=False)
+    return proc.returncode == 0
+
+
+def added_files(patch, prefix):
+    """Files `patch` adds below `prefix`."""
+    return [f.path for f in patchfile.read(patch).files if f.status == "A" and f.path.startswith(prefix)]
+
+
+class Placing:
+    """Puts each patch on the base plus the earlier patches that went in, and judges those that do not."""
+
+    def __init__(self, ctx, target, repo, *, moved, notes, run_red, is_test):
+        self.ctx, self.target, self.repo = ctx, target, repo
+        self.moved = moved  # the base is not the pinned sdist
+        self.notes = notes  # the target's notes in the report
+        self.run_red = run_red  # (test files, log stem) -> the pytest run on the base without the patch
+        self.is_test = is_test
+        self.left_out = []  # patches that conflict, in order
+        self._preimages_tried = False
+
+    def _preimages(self):
+        # A moved base lacks the blobs a 3-way merge needs; load them once, when a patch first needs them.
+        if self.moved and not self._preimages_tried:
+            self._preimages_tried = True
+            problem = load_preimages(self.repo, self.target, self.ctx.downloads, self.ctx.log)
+            if problem is not None:
+                self.ctx.log(problem)
+                if self.notes is not None:
+                    self.notes.append(problem)
+
+    def place(self, res, patch, *, checked, stem):
+        """Fill in `res` (a verify.PatchResult) for `patch`, put on HEAD (clean work tree).
+
+        Returns True when the patch went in (committed on top of HEAD). Otherwise the work tree may
+        hold the patch's test files: reset it.
+        """
+        res.sha256 = sha256_file(patch)
+        res.skipped_before = list(self.left_out)
+        placement = place(self.repo, patch, preimages=self._preimages)
+        res.base_status = placement.status
+        res.conflicts = placement.conflicts
+        res.conflict_files = [c.file for c in placement.conflicts]
+        if placement.status in (CLEAN, THREE_WAY):
+            if res.skipped_before:
+                res.notes.append(f"checked without {', '.join(res.skipped_before)}, which did not apply")
+            return True
+        if placement.status == ALREADY_UPSTREAM:
+            res.notes.append("already upstream (the base has the whole patch): drop it from the series")
+            return False
+        self.left_out.append(res.name)
+        self._judge_conflict(res, patch, checked=checked, stem=stem)
+        return False
+
+    def _judge_conflict(self, res, patch, *, checked, stem):
+        """A patch that does not apply: do its tests pass without it (fixed upstream differently)?"""
+        added = added_files(patch, self.target.tests)
+        res.test_files = [p for p in added if self.is_test(p)]
+        where = "; ".join(c.describe() for c in res.conflicts) or "git am failed"
+        tried = f" (tried without {', '.join(res.skipped_before)})" if res.skipped_before else ""
+        if not checked:
+            res.checked = False
+            tests = "not tested whether it is fixed upstream (--patch)"
+        elif not res.test_files:
+            tests = f"it adds no test files under {self.target.tests}"
+        elif not put_added_files(self.repo, patch, added):
+            tests = "its test files could not be put on the base"
+        else:
+            res.red = self.run_red(res.test_files, stem)
+            if res.red.status == "not-red":
+                res.base_status = FIXED_DIFFERENTLY
+                res.notes.append(
+                    f"fixed upstream differently: it conflicts ({where}) but its tests pass without it; "
+                    "drop it from the series once upstream's fix is checked"
+                )
+                return
+            tests = "its tests still fail without it" if res.red.status == "red" else f"its tests are {res.red.status}"
+        later = "; left out, later patches tried without it" if res.index < len(self.target.patches) else ""
+        res.problems.append(f"conflicts with the base{tried}: {where}; {tests}{later}")
+
+
+# -- the blobs a 3-way merge needs --------------------------------------------------------------------
+
+
+def preimages_key(target):
+    digest = hashlib.sha256(target.sha256.encode())
+    for path in target.patch_paths():
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def load_preimages(repo, target, downloads, log):
+    """Store, in `repo`, the blobs of the files the series touches: as in the pinned sdist and after each patch.
+
+    A base fetched from a git URL or another clone (shallow) lacks the blobs the patches were made
+    against, which `git am --3way` needs to merge a patch into a file that has moved on. They are
+    taken from the pinned sdist (the download cache, or pip) and kept under `refs/series/preimages`.
+    Returns None, or why they could not be loaded.
+    """
+    key = preimages_key(target)
+    if repo.config("series.preimages") == key and repo.rev(PREIMAGES_REF):
+        return None
+    try:
+        sdist = fetch.fetch_sdist(target.package, target.version, target.sha256, downloads, log=log)
+    except SeriesError as exc:
+        return f"no 3-way merges: the pinned sdist is not available ({exc})"
+    wanted = set()
+    for path in target.patch_paths():
+        wanted.update(patchfile.read(path).paths())
+    tmp = Path(tempfile.mkdtemp(prefix=".preimages-", dir=repo.git_dir()))
+    try:
+        entries = []
+        with tarfile.open(sdist, "r:*") as tar:
+            for number, member in enumerate(tar):
+                name = member.name.split("/", 1)[1] if "/" in member.name else ""
+                if name not in wanted or not member.isreg():
+                    continue
+                blob = tmp / f"{number}.blob"
+                with tar.extractfile(member) as src, open(blob, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                mode = "100755" if member.mode & 0o111 else "100644"
+                entries.append((mode, blob, name))
+        env = {"GIT_INDEX_FILE": str(tmp / "index")}
+        ids = repo.out("hash-object", "-w", "--no-filters", "--", *[str(e[1]) for e in entries]).split()
+        info = "".join(f"{mode} {blob} 0\t{name}\n" for (mode, _, name), blob in zip(entries, ids, strict=True))
+        repo.run("update-index", "--add", "--index-info", input=info, env=env)
+        commit = None
+        for path in target.patch_paths():
+            if not repo.ok("apply", "--cached", str(Path(path).resolve()), env=env):
+                break
+            tree = repo.out("write-tree", env=env)
+            parents = ["-p", commit] if commit else []
+            commit = repo.out("commit-tree", tree, *parents, "-m", f"preimages: {Path(path).name}")
+        if commit is None:
+            return "no 3-way merges: the series does not apply to the pinned sdist"
+        repo.run("update-ref", PREIMAGES_REF, commit)
+        repo.run("config", "series.preimages", key)
+    except (OSError, tarfile.TarError) as exc:
+        return f"no 3-way merges: cannot read the pinned sdist ({exc})"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return None

