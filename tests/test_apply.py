@@ -1,5 +1,6 @@
 """`apply`: all patches on a new branch of a clean clone, or nothing changed at all."""
 
+import pytest
 from seriesfixtures import GOOD, NOT_RED, STYLE, git, one_error_line, repo_state
 
 
@@ -75,21 +76,16 @@ def test_conflict_on_a_detached_head(fake):
     assert repo_state(fork) == before
 
 
-def test_dirty_tree_is_refused(fake):
+@pytest.mark.parametrize(
+    "path, expected",
+    [("README.md", "uncommitted changes or untracked files (README.md"), ("notes.txt", "(notes.txt, 1 in all)")],
+    ids=["edited", "untracked"],
+)
+def test_dirty_tree_is_refused(fake, path, expected):
     fork, _ = _fork(fake, GOOD)
-    (fork / "README.md").write_text("edited\n", encoding="utf-8")
+    (fork / path).write_text("edited\n", encoding="utf-8")
     before = repo_state(fork)
-    line = one_error_line(fake.run("apply", "--repo", str(fork)))
-    assert "uncommitted changes or untracked files (README.md" in line
-    assert repo_state(fork) == before
-
-
-def test_untracked_file_is_refused(fake):
-    fork, _ = _fork(fake, GOOD)
-    (fork / "notes.txt").write_text("mine\n", encoding="utf-8")
-    before = repo_state(fork)
-    line = one_error_line(fake.run("apply", "--repo", str(fork)))
-    assert "(notes.txt, 1 in all)" in line
+    assert expected in one_error_line(fake.run("apply", "--repo", str(fork)))
     assert repo_state(fork) == before
 
 
