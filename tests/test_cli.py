@@ -9,7 +9,7 @@ from seriesfixtures import GOOD, SERIES, one_error_line
 def test_help_lists_the_commands():
     proc = subprocess.run([sys.executable, str(SERIES), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0
-    for command in ("checkout", "apply", "export", "verify", "pr", "selftest"):
+    for command in ("checkout", "apply", "export", "verify", "pr", "bench", "selftest"):
         assert command in proc.stdout
 
 

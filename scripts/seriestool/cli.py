@@ -105,6 +105,21 @@ def build_parser():
     p.add_argument("--summary", metavar="FILE", help="append a markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
     p.add_argument("--python", metavar="PATH", help="use this interpreter instead of the pinned venv")
     p.add_argument("--test-timeout", type=int, default=1800, metavar="S", help="limit per pytest run (1800)")
+    p.add_argument(
+        "--no-cache", action="store_true", help="run every pytest, even where an identical run's outcome is known"
+    )
+
+    p = command("bench", "time the unpatched and the patched Trainer side by side and count their host syncs")
+    p.add_argument("--reps", type=int, default=8, metavar="N", help="timed pairs of runs (8)")
+    p.add_argument("--steps", type=int, default=40, metavar="N", help="timed optimizer steps per run and case (40)")
+    p.add_argument("--warmup", type=int, default=5, metavar="N", help="optimizer steps before measuring (5)")
+    p.add_argument("--count-steps", type=int, default=8, metavar="N", help="optimizer steps to count work over (8)")
+    p.add_argument("--case", action="append", metavar="NAME", help="only this case (fp32, fp16-adamw, ...)")
+    p.add_argument("--threads", type=int, default=1, metavar="N", help="torch threads per run (1)")
+    p.add_argument("--count-only", action="store_true", help="only count host syncs and calls, no timed runs")
+    p.add_argument("--json", metavar="FILE", help="write the results here")
+    p.add_argument("--python", metavar="PATH", help="use this interpreter (with torch) instead of the pinned venv")
+    p.add_argument("--timeout", type=int, default=900, metavar="S", help="limit per benchmark process (900)")
 
     p = command("python", "run Python in the pinned venv with a checkout's sources first on PYTHONPATH")
     p.add_argument("--target", help="target (default: the first)")
@@ -189,6 +204,8 @@ def main(argv=None):
             from .export import run
         elif args.command == "pr":
             from .pr import run
+        elif args.command == "bench":
+            from .bench import run
         else:
             from .verify import run
         return run(ctx, args)

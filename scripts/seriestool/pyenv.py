@@ -69,7 +69,7 @@ def ensure_venv(work, requirements, *, log=print):
 
 
 PROBE = r"""
-import importlib.util, json, subprocess, sys
+import hashlib, importlib.metadata, importlib.util, json, subprocess, sys
 info = {"python": sys.version.split()[0]}
 for mod in ("pytest", "torch"):
     spec = importlib.util.find_spec(mod)
@@ -80,6 +80,10 @@ info["cuda"] = None
 if info["torch"]:
     import torch
     info["cuda"] = bool(torch.cuda.is_available())
+    if info["cuda"]:
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
+info["packages"] = hashlib.sha256("\n".join(dists).encode()).hexdigest()
 try:
     out = subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True, text=True)
     info["ruff"] = out.stdout.split()[-1] if out.returncode == 0 else None

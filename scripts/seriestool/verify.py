@@ -17,6 +17,7 @@ from . import pyenv, reports, upstream
 from .errors import SeriesError
 from .git import Repo
 from .manifest import check_patch_files, find_patch
+from .runcache import RunCache, file_digest
 
 
 SCHEMA_VERSION = 2
@@ -45,6 +46,7 @@ class PytestRun:
     duration_s: float = 0.0
     log: str | None = None
     output_tail: str = ""
+    cached: bool = False  # the outcome of an earlier identical run (see runcache.py)
 
 
 @dataclass
@@ -197,6 +199,11 @@ def run_pytest(*, python, repo_dir, source_dir, files, device, log_stem, timeout
         env.pop(key, None)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(repo_dir) / source_dir), *map(str, extra_paths)])
     env["PYTHONUNBUFFERED"] = "1"
+    # Keep bytecode in the (tool-owned) checkouts between runs, minus that of changed files: without it every
+    # pytest run and every process a test starts compiles the target's modules again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    for repo, tree in source_trees(repo_dir, extra_paths):
+        drop_stale_bytecode(repo, tree)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfE", f"--junitxml={junit}", *files]
@@ -221,6 +228,63 @@ def run_pytest(*, python, repo_dir, source_dir, files, device, log_stem, timeout
             run.status = "failed"
     if run.status not in ("red", "green"):
         run.output_tail = _tail(log_path)
+    return run
+
+
+def source_trees(repo_dir, extra_paths=()):
+    """The git work trees a pytest run imports from (the checkout, and those of `extra_paths`), each with the
+    id of the tree it holds (its index, which the tool keeps equal to the files)."""
+    repos = [Repo(repo_dir, isolated=True)]
+    for path in extra_paths:
+        repo = Repo(path, isolated=True)
+        if repo.is_work_tree():
+            repos.append(Repo(repo.toplevel(), isolated=True))
+    return [(repo, repo.out("write-tree")) for repo in repos]
+
+
+def drop_stale_bytecode(repo, tree):
+    """Delete the compiled bytecode of the `.py` files that changed since the last run in this checkout.
+
+    Python trusts a `__pycache__` file while the source's size and mtime in whole seconds match, and the
+    checkout moves between versions of a file faster than that. So the tree each run saw is recorded,
+    and only the bytecode of files that differ from it is dropped (all of it when nothing is recorded).
+    """
+    record = repo.git_dir() / "series-bytecode-tree"
+    try:
+        previous = record.read_text(encoding="utf-8").strip()
+    except OSError:
+        previous = ""
+    if previous != tree:
+        changed = None
+        if previous and repo.ok("cat-file", "-e", f"{previous}^{{tree}}"):
+            changed = repo.out("diff", "--name-only", "--no-renames", "-z", previous, tree).split("\0")
+        if changed is None:
+            stale = list(repo.path.rglob("__pycache__/*.pyc"))
+        else:
+            stale = []
+            for path in (repo.path / name for name in changed if name.endswith(".py")):
+                stale += path.parent.glob(f"__pycache__/{path.stem}.*.pyc")
+        for pyc in stale:
+            pyc.unlink(missing_ok=True)
+    record.write_text(tree + "\n", encoding="utf-8")
+
+
+def cached_pytest(cache, **kwargs):
+    """`run_pytest`, or the outcome of an earlier run of the same tests on the same trees (see runcache.py)."""
+    if cache is None:
+        return run_pytest(**kwargs)
+    key = cache.key(
+        trees=[tree for _, tree in source_trees(kwargs["repo_dir"], kwargs.get("extra_paths", ()))],
+        expect=kwargs["expect"],
+        files=kwargs["files"],
+        source_dir=kwargs["source_dir"],
+    )
+    outcome = cache.get(key, Path(f"{kwargs['log_stem']}.log"))
+    if outcome is not None:
+        return PytestRun(**dict(outcome, cached=True))
+    run = run_pytest(**kwargs)
+    if run.status == kwargs["expect"]:
+        cache.put(key, asdict(run))
     return run
 
 
@@ -275,7 +339,7 @@ def prepare_scratch(ctx, target, spec):
     return Repo(path, isolated=True), base
 
 
-def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spec=None, notes=None):
+def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spec=None, notes=None, cache=None):
     results = []
     logs = ctx.work / "logs" / "verify" / target.name
     if logs.exists():
@@ -325,9 +389,9 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spe
             repo.run("checkout", commit, "--", *added)
             common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
             common.update(files=res.test_files, device=device, timeout=timeout)
-            res.red = run_pytest(log_stem=Path(f"{stem}.red"), expect="red", **common)
+            res.red = cached_pytest(cache, log_stem=Path(f"{stem}.red"), expect="red", **common)
             repo.reset_hard(commit)
-            res.green = run_pytest(log_stem=Path(f"{stem}.green"), expect="green", **common)
+            res.green = cached_pytest(cache, log_stem=Path(f"{stem}.green"), expect="green", **common)
             if not res.red_without_fix:
                 res.problems.append(f"without its fix the tests are {res.red.status}, not red")
                 if moved and res.red.status == "not-red":
@@ -343,7 +407,7 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spe
     return results
 
 
-def verify_with_companions(ctx, target, results, scratch, *, python, device, timeout):
+def verify_with_companions(ctx, target, results, scratch, *, python, device, timeout, cache=None):
     """Run all of `target`'s regression tests on its fully patched checkout with the patched sources of the
     targets in `target.verify_with` on PYTHONPATH: the series must not depend on, nor break with, its companions.
 
@@ -358,7 +422,8 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
     paths = [scratch[other.name][0].path / other.source_dir for other in others]
     label = f"{target.name} + patched {', '.join(other.name for other in others)}"
     ctx.log(f"[{label}] all {len(files)} test file(s) of {target.name}")
-    run = run_pytest(
+    run = cached_pytest(
+        cache,
         python=python,
         repo_dir=repo.path,
         source_dir=target.source_dir,
@@ -530,6 +595,12 @@ def run(ctx, args):
     if args.device == "cuda" and not info.get("cuda"):
         torch = info.get("torch") or "missing"
         raise SeriesError(f"--device cuda needs a CUDA build of torch, but {python} has torch {torch} without CUDA")
+    cache = None
+    if not args.no_cache:
+        identity = {"python": str(python), "probe": info, "device": args.device, "tool": file_digest(__file__)}
+        if args.device == "cuda":
+            identity["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+        cache = RunCache(ctx.work / "cache" / "verify", identity)
 
     results, target_reports, scratch = [], [], {}
     for target in targets:
@@ -559,12 +630,20 @@ def run(ctx, args):
             timeout=args.test_timeout,
             spec=spec,
             notes=notes,
+            cache=cache,
         )
     companions = []
     if only is None:
         for target in targets:
             companion = verify_with_companions(
-                ctx, target, results, scratch, python=python, device=args.device, timeout=args.test_timeout
+                ctx,
+                target,
+                results,
+                scratch,
+                python=python,
+                device=args.device,
+                timeout=args.test_timeout,
+                cache=cache,
             )
             if companion is not None:
                 companions.append(companion)
@@ -585,6 +664,11 @@ def run(ctx, args):
         counts = f"{run['passed']} passed, {run['skipped']} skipped, {run['failed']} failed"
         ctx.out(f"{companion['label']}: {verdict}, {counts}")
     logs = ctx.work / "logs" / "verify"
+    runs = [asdict(run) for res in results for run in (res.red, res.green) if run and run.exit_code is not None]
+    runs += [companion["run"] for companion in companions]
+    reused = sum(run["cached"] for run in runs)
+    if reused:
+        ctx.out(f"{reused} of {len(runs)} pytest runs: outcome of an identical earlier run (--no-cache to run them)")
     ctx.out(f"verify: {'OK' if ok else 'FAILED'} ({len(results)} patch(es), {duration:.1f}s, logs in {logs})")
     report = {
         "schema_version": SCHEMA_VERSION,
