@@ -303,12 +303,7 @@ def run(ctx, args):
     targets = ctx.manifest.select()
     if args.reps < 1 or args.steps < 1 or args.warmup < 1 or args.count_steps < 1:
         raise SeriesError("--reps, --steps, --warmup and --count-steps must be at least 1")
-    if args.python:
-        python = Path(args.python)
-        if not python.exists():
-            raise SeriesError(f"--python {python} does not exist")
-    else:
-        python = pyenv.ensure_venv(ctx.work, ctx.requirements, log=ctx.log)
+    python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     trees = {target.name: prepare_trees(ctx, target) for target in targets}
 
     common = ["--warmup", str(args.warmup), "--threads", str(args.threads)]

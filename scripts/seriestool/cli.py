@@ -176,7 +176,7 @@ def _python(ctx, args):
     for folder, owner in zip(dirs, targets, strict=True):
         if not (folder / owner.source_dir).is_dir():
             raise SeriesError(f"{folder} is no checkout of {owner.name}; make one with `series.py checkout`")
-    python = args.interpreter or pyenv.ensure_venv(ctx.work, ctx.requirements, log=ctx.log)
+    python = pyenv.interpreter(ctx.work, ctx.requirements, args.interpreter, log=ctx.log)
     env = dict(os.environ)
     paths = [str(folder / owner.source_dir) for folder, owner in zip(dirs, targets, strict=True)]
     env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))

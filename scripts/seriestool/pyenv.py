@@ -27,6 +27,16 @@ def venv_python(venv_dir):
     return Path(venv_dir) / sub
 
 
+def interpreter(work, requirements, given=None, *, log=print):
+    """The interpreter a command runs tests or scripts with: `given` (`--python`), else the pinned venv's."""
+    if given:
+        python = Path(given)
+        if not python.exists():
+            raise SeriesError(f"--python {python} does not exist")
+        return python
+    return ensure_venv(work, requirements, log=log)
+
+
 def ensure_venv(work, requirements, *, log=print):
     """Return the interpreter of `<work>/venv-<key>`, building it first when needed.
 

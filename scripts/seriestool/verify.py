@@ -585,12 +585,7 @@ def run(ctx, args):
                 raise SeriesError(f"unknown patch {wanted!r} (patches: {names})")
             only.add(found)
 
-    if args.python:
-        python = Path(args.python)
-        if not python.exists():
-            raise SeriesError(f"--python {python} does not exist")
-    else:
-        python = pyenv.ensure_venv(ctx.work, ctx.requirements, log=ctx.log)
+    python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     info = pyenv.probe(python)
     if args.device == "cuda" and not info.get("cuda"):
         torch = info.get("torch") or "missing"
