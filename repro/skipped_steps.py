@@ -2,7 +2,7 @@
 
 12 samples, batch 2, max_steps=6, an inf gradient in the 3rd backward; on CPU a GradScaler is installed on the
 Accelerator, which takes the CUDA fp16 code path. Prints, per optimizer: global_step, the updates the optimizer
-applied, the scheduler's step count and the step attempts (unpatched 5.24.0: 6 / 5 / 5 or 6 / -).
+applied, the scheduler's step count and the skipped steps (unpatched 5.24.0: 6 / 5 / 5 or 6 / -).
 """
 
 import tempfile
@@ -66,10 +66,10 @@ def main():
         trainer.train()
         optimizer = trainer.optimizer.optimizer
         applied = max(int(state["step"]) for state in optimizer.state.values())
-        attempts = getattr(trainer.state, "optimizer_step_attempts", "-")
+        skipped = getattr(trainer.state, "skipped_optimizer_steps", "-")
         print(
             f"{optim:18s} global_step={trainer.state.global_step} updates applied={applied} "
-            f"scheduler steps={trainer.lr_scheduler.last_epoch} attempts={attempts}"
+            f"scheduler steps={trainer.lr_scheduler.last_epoch} skipped={skipped}"
         )
 
 

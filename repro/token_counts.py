@@ -1,7 +1,8 @@
 """Seed 004: the token count that normalises the loss, for context parallelism (cp=2) and DataParallel (n_gpu=2).
 
 Prints the count `_get_num_items_in_batch` returns for 4, 3, 1, 7 and 0 valid targets against the true share
-(unpatched 5.24.0 floors the DataParallel share: 3 -> 1.0, 1 -> 0.0, and returns 0 for no target).
+(unpatched 5.24.0 floors the DataParallel share: 3 -> 1.0, 1 -> 0.0). A step without targets keeps its count of 0:
+`compute_loss` divides by 1 instead, so its loss is 0, not 0/0 = NaN.
 """
 
 from types import SimpleNamespace
@@ -28,7 +29,7 @@ def check(trainer, valid, divisor):
         labels[:, -valid:] = 5
     result = trainer._get_num_items_in_batch([{"labels": labels}], torch.device("cpu"))
     vals = result.flatten().tolist()
-    expected = valid / divisor if valid else "1 (no target: 0 replaced)"
+    expected = valid / divisor
     print(f"  valid={valid} actual={vals} shape={tuple(result.shape)} expected={expected}")
 
 
