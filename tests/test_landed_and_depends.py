@@ -109,13 +109,19 @@ def test_a_recorded_dependency_that_is_not_needed_is_fine(fake, test_python):
     assert data["patches"][1]["applies_alone"] is True and data["patches"][1]["depends_on"] == [names[0]]
 
 
-def test_export_keeps_the_depends_table(fake):
+def test_export_keeps_the_depends_table_and_warns_when_it_goes_stale(fake):
     names = fake.build_series(GOOD, TRUNCATE)
     record_depends(fake, {names[1]: [names[0]]})
     before = fake.manifest.read_text(encoding="utf-8")
     fake.ok("checkout", "--replace")
-    fake.ok("export")
+    assert "warning" not in fake.ok("export").stderr
     assert fake.manifest.read_text(encoding="utf-8") == before
+    # Reword the second commit: its file name changes, the table still names the old one.
+    git(fake.checkout_dir, "commit", "--quiet", "--amend", "-m", "core: truncate the sum")
+    proc = fake.ok("export")
+    assert f"[targets.fake.depends] in series.toml names patches export no longer produced ({names[1]})" in proc.stderr
+    assert "0002-core-truncate-the-sum.patch" in fake.manifest.read_text(encoding="utf-8")
+    assert "is not in the patches list" in one_error_line(fake.run("pr", "0001"))
 
 
 @pytest.mark.parametrize(

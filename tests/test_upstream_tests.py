@@ -51,7 +51,9 @@ BREAK_MUL = (
     "core: make mul() keep a by zero",
     {
         "src/fakepkg/core.py": ("    return a * b\n", "    return a * b if b else a\n"),
-        "tests/regress/test_mul_keep.py": "from fakepkg.core import mul\n\n\ndef test_keep():\n    assert mul(2, 0) == 2\n",
+        "tests/regress/test_mul_keep.py": (
+            "from fakepkg.core import mul\n\n\ndef test_keep():\n    assert mul(2, 0) == 2\n"
+        ),
     },
 )
 
