@@ -106,11 +106,13 @@ def test_mixed_series_reports_each_failure(fake, test_python):
 
 
 def test_good_series_passes_and_reuses_the_scratch_checkout(fake, test_python):
-    fake.build_series(GOOD, DEPENDENT)
+    names = fake.build_series(GOOD, DEPENDENT)
+    with open(fake.manifest, "a", encoding="utf-8") as fh:
+        fh.write(f'\n[targets.fake.depends]\n"{names[1]}" = ["{names[0]}"]\n')
     proc, data, _ = _verify(fake, test_python)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["ok"] is True and [p["verdict"] for p in data["patches"]] == ["ok", "ok"]
-    # The second patch needs the first: it does not apply alone, which is reported but allowed.
+    # The second patch needs the first, as the manifest says: it does not apply alone, which is reported.
     assert [p["applies_alone"] for p in data["patches"]] == [True, False]
     assert "verify: OK (2 patch(es)" in proc.stdout
     assert "extracting" in proc.stderr

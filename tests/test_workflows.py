@@ -86,22 +86,31 @@ def test_workflows_are_small_pinned_and_cached():
     gpu = nightly["jobs"]["gpu"]
     assert gpu["runs-on"][0] == "self-hosted" and {"gpu", "t4"} <= set(gpu["runs-on"])
 
+    tests = nightly["jobs"]["upstream-tests"]
+    pairs = {(item["ref"], item["base"]) for item in tests["strategy"]["matrix"]["include"]}
+    url = "https://github.com/huggingface/transformers.git"
+    # upstream main's tests on main, and the release tag's tests on the pinned sdist
+    assert pairs == {("main", f"git:{url}@main"), ("v{version}", "sdist")}
+    assert tests["env"]["TESTS"] == f"git:{url}@${{{{ matrix.ref }}}}"
+
     verify_calls = {name: [c for c in _series_calls(w) if c[0] == "verify"] for name, w in workflows.items()}
     devices = sorted(c[c.index("--device") + 1] for calls in verify_calls.values() for c in calls)
-    assert devices == ["cpu", "cpu", "cuda"]
+    assert devices == ["cpu", "cpu", "cpu", "cuda"]
+    upstream = [c for c in verify_calls["nightly.yml"] if "--upstream-tests" in c]
+    assert len(upstream) == 1 and upstream[0][upstream[0].index("--upstream-tests") + 1] == "$TESTS"
     for calls in verify_calls.values():
         for call in calls:
             for option in ("--json", "--junit", "--summary"):
                 assert option in call, call
             assert call[call.index("--summary") + 1] == "$GITHUB_STEP_SUMMARY"
     base = [c for c in verify_calls["nightly.yml"] if "--base" in c]
-    assert len(base) == 1 and base[0][base[0].index("--base") + 1] == "$BASE"
+    assert len(base) == 2 and all(c[c.index("--base") + 1] == "$BASE" for c in base)
 
 
 def test_workflow_commands_are_valid_tool_calls():
     parser = build_parser()
     calls = [call for workflow in _workflows().values() for call in _series_calls(workflow)]
-    assert len(calls) == 4
+    assert len(calls) == 5
     for call in calls:
         try:
             parser.parse_args(call)

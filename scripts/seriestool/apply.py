@@ -6,6 +6,7 @@ from .checkout import am_failure
 from .errors import SeriesError
 from .git import Repo
 from .manifest import check_patch_files
+from .upstream import landed
 
 
 def run(ctx, args):
@@ -41,6 +42,9 @@ def run(ctx, args):
     if not repo.ok("var", "GIT_COMMITTER_IDENT"):
         raise SeriesError(f"git has no committer identity in {repo.path}; set user.name and user.email")
 
+    # What the clone already holds, as a stack: after k pull requests landed upstream, patches 1..k are
+    # there even where later patches rewrote lines that earlier ones added.
+    present = landed(repo, head, target.patch_paths(), ctx.work_dir())
     original = repo.current_branch() or head
     repo.run("checkout", "--quiet", "-b", branch)
     results = []
@@ -48,7 +52,7 @@ def run(ctx, args):
     try:
         for name in target.patches:
             patch = target.patch_path(name)
-            if repo.apply_check(patch, reverse=True):
+            if patch in present or repo.apply_check(patch, reverse=True):
                 results.append((name, "already present", []))
                 continue
             proc = repo.am([patch], three_way=True)

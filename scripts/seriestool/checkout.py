@@ -83,13 +83,21 @@ def run(ctx, args):
         base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
         repo = Repo(repo_dir, isolated=True)
         repo.run("config", "series.base", args.base or "sdist")
+        names = list(target.patches)
         if spec.kind != "sdist" and target.patches:
-            from .upstream import load_preimages  # (upstream imports this module)
+            from .upstream import landed, load_preimages  # (upstream imports this module)
 
+            present = landed(repo, base, target.patch_paths(), ctx.work_dir())
+            names = [name for name in target.patches if target.patch_path(name) not in present]
+            if present:
+                ctx.log(
+                    f"{len(present)} patch(es) already in the base, left out: "
+                    + ", ".join(name for name in target.patches if name not in names)
+                )
             problem = load_preimages(repo, target, ctx.downloads, ctx.log)
             if problem:
                 ctx.log(problem)
-        failed, files = am_series(repo, target, target.patches, keep=args.stop_at_conflict)
+        failed, files = am_series(repo, target, names, keep=args.stop_at_conflict)
         where = f" ({', '.join(files)})" if files else ""
         if failed and not args.stop_at_conflict:
             raise SeriesError(f"patch {failed} does not apply on {spec.describe(target)}{where}; no checkout was made")
@@ -112,6 +120,6 @@ def run(ctx, args):
         return 1
     ctx.out(
         f"{dest}: {spec.describe(target)} (tag {base_mod.BASE_TAG} = {base[:12]}) "
-        f"+ {len(target.patches)} patch(es) on branch {base_mod.BRANCH}"
+        f"+ {len(names)} patch(es) on branch {base_mod.BRANCH}"
     )
     return 0

@@ -104,6 +104,11 @@ def build_parser():
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
     p.add_argument("--summary", metavar="FILE", help="append a markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
     p.add_argument("--python", metavar="PATH", help="use this interpreter instead of the pinned venv")
+    p.add_argument(
+        "--upstream-tests",
+        metavar="SPEC",
+        help="also run the manifest's upstream_tests from path:DIR or git:URL@REF on the base and with the series",
+    )
     p.add_argument("--test-timeout", type=int, default=1800, metavar="S", help="limit per pytest run (1800)")
     p.add_argument(
         "--no-cache", action="store_true", help="run every pytest, even where an identical run's outcome is known"

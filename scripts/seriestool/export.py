@@ -67,6 +67,12 @@ def run(ctx, args):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     listed = manifest_mod.rewrite_patch_list(ctx.manifest, target.name, names)
+    stale = sorted({n for key, needs in target.depends.items() for n in [key, *needs] if n not in names})
+    if stale:
+        ctx.log(
+            f"warning: [targets.{target.name}.depends] in {ctx.manifest.path.name} names patches export no longer "
+            f"produced ({', '.join(stale)}): rename them there by hand (the manifest does not load until then)"
+        )
     ctx.out(
         f"exported {len(names)} patch(es) of {target.name} to {out_dir}: {changed} written, "
         f"{len(names) - changed} unchanged, {removed} removed; manifest {'updated' if listed else 'unchanged'}"

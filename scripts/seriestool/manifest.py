@@ -28,12 +28,26 @@ class Target:
     # targets whose patched sources this target's tests also run against (e.g. a companion accelerate patch)
     verify_with: list = field(default_factory=list)
     reviewers: list = field(default_factory=list)  # GitHub handles for the "Who can review?" line of `pr`
+    # patch -> the earlier patches of the series it needs to apply or to work ([targets.<name>.depends])
+    depends: dict = field(default_factory=dict)
+    # upstream's own test files `verify --upstream-tests` runs on the base and with the whole series
+    upstream_tests: list = field(default_factory=list)
 
     def patch_path(self, name):
         return self.patch_dir / name
 
     def patch_paths(self):
         return [self.patch_path(name) for name in self.patches]
+
+    def depends_on(self, name):
+        """The earlier patches `name` needs (recorded in the manifest), with theirs, in series order."""
+        needed, todo = set(), list(self.depends.get(name, []))
+        while todo:
+            dep = todo.pop()
+            if dep not in needed:
+                needed.add(dep)
+                todo += self.depends.get(dep, [])
+        return [patch for patch in self.patches if patch in needed]
 
 
 @dataclass
@@ -94,6 +108,12 @@ def load(path):
         reviewers = table.get("reviewers", [])
         if not isinstance(reviewers, list) or not all(isinstance(r, str) and r.startswith("@") for r in reviewers):
             raise SeriesError(f"manifest {path}: [targets.{name}] reviewers must be a list of @handles")
+        depends = _depends(path, name, table.get("depends", {}), patches)
+        upstream_tests = table.get("upstream_tests", [])
+        if not isinstance(upstream_tests, list) or not all(_relative_py(t) for t in upstream_tests):
+            raise SeriesError(
+                f"manifest {path}: [targets.{name}] upstream_tests must list relative .py files (tests/...)"
+            )
         targets[name] = Target(
             name=name,
             package=str(table["package"]),
@@ -106,8 +126,37 @@ def load(path):
             patch_dir=path.parent / name,
             verify_with=list(verify_with),
             reviewers=list(reviewers),
+            depends=depends,
+            upstream_tests=list(upstream_tests),
         )
     return Manifest(path=path, targets=targets)
+
+
+def _relative_py(path):
+    return isinstance(path, str) and path.endswith(".py") and not path.startswith("/") and ".." not in path.split("/")
+
+
+def _depends(path, name, table, patches):
+    """Validate `[targets.<name>.depends]`: patch -> earlier patches of the same target it needs."""
+    where = f"manifest {path}: [targets.{name}.depends]"
+    if not isinstance(table, dict):
+        raise SeriesError(f"{where} must be a table of patch = [earlier patches]")
+    order = {patch: index for index, patch in enumerate(patches)}
+    depends = {}
+    for patch, needs in table.items():
+        if patch not in order:
+            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
+        if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+            raise SeriesError(f"{where}: {patch!r} must map to a list of patch file names")
+        for need in needs:
+            if need not in order:
+                raise SeriesError(f"{where}: {patch!r} needs {need!r}, which is not in the patches list")
+            if order[need] >= order[patch]:
+                raise SeriesError(f"{where}: {patch!r} needs {need!r}, which does not come before it")
+        if len(set(needs)) != len(needs):
+            raise SeriesError(f"{where}: {patch!r} lists a patch twice")
+        depends[patch] = list(needs)
+    return depends
 
 
 def check_patch_files(target):

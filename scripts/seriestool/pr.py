@@ -139,6 +139,11 @@ def render(ctx, target, name):
     out = [patch.subject, "", "# What does this PR do?", "", to_markdown(body, links), ""]
     if fixes:
         out += [*(f"Fixes {ref}" for ref in fixes), ""]
+    for dep in target.depends.get(name, []):
+        # Upstream PR numbers are not known here: name the patch, by number and subject.
+        dep_path = target.patch_path(dep)
+        subject = patchfile.read(dep_path).subject if dep_path.is_file() else dep.removesuffix(".patch")[5:]
+        out += [f'Depends on the PR for {dep[:4]} "{subject}" (apply it first).', ""]
     if tests:
         out += ["## Tests", ""]
         out += ["New test file" + ("s" if len(tests) > 1 else "") + ": " + ", ".join(f"`{t}`" for t in tests), ""]

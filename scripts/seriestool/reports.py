@@ -22,7 +22,10 @@ def save_last(work, report):
     """Keep the report of each target verified in `<work>/reports/verify-<target>.json` (for `pr`)."""
     for target in report["targets"]:
         part = dict(report, targets=[target], patches=[p for p in report["patches"] if p["target"] == target["name"]])
-        part["ok"] = all(p["verdict"] != "fail" for p in part["patches"])
+        part["upstream_tests"] = [u for u in report.get("upstream_tests", []) if u["target"] == target["name"]]
+        part["ok"] = all(p["verdict"] != "fail" for p in part["patches"]) and all(
+            u["ok"] for u in part["upstream_tests"]
+        )
         path = last_path(work, target["name"])
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -109,6 +112,25 @@ def markdown(report):
         lines += ["**Notes:**", ""]
         lines += [f"- `{where}`: {_cell(text)}" for where, text in notes]
         lines.append("")
+    for part in report.get("upstream_tests", []):
+        lines += [
+            f"**Upstream tests of {part['target']}** ({len(part['files'])} file(s) from `{_cell(part['spec'])}`): "
+            + ("no regression" if part["ok"] else f"**{len(part['regressions'])} regression(s)**"),
+            "",
+            "| tree | passed | failed | skipped | error | time |",
+            "|---|---|---|---|---|---|",
+        ]
+        for state, c in part["states"].items():
+            cells = [state, *(str(c[name]) for name in ("passed", "failed", "skipped", "error"))]
+            lines.append("| " + " | ".join(cells) + f" | {c['duration_s']:.0f} s |")
+        lines.append("")
+        lines += [
+            f"- regression `{_cell(r['id'])}`: {r['base']} on the base, {r['series']} with the series"
+            for r in part["regressions"]
+        ]
+        lines += [f"- {_cell(problem)}" for problem in part["problems"]]
+        if part["regressions"] or part["problems"]:
+            lines.append("")
     if not report["patches"]:
         lines += ["No patches to verify.", ""]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ fixed-differently; the last two are news, not failures.
 """
 
 import hashlib
+import os
 import shutil
 import tarfile
 import tempfile
@@ -78,6 +79,43 @@ def place(repo, patch, *, preimages=None):
     if proc.returncode == 0:
         return Placement(THREE_WAY)
     return Placement(CONFLICT, conflicts=_conflicts(repo, patch, proc))
+
+
+def landed(repo, commit, patch_files, scratch_dir):
+    """The patches (of `patch_files`, in series order) that the tree of `commit` already holds.
+
+    Each patch is reverse-applied from the newest backwards, on a scratch index that starts as `commit`'s
+    tree: a patch that reverse-applies there is already in, and is taken out before the earlier ones are
+    tried. So a base holding patches 1..k is recognised even when later patches of the series rewrote
+    lines that earlier ones added (then the earlier ones no longer reverse-apply alone). Returns the set
+    of the paths given that are in.
+    """
+    index = Path(scratch_dir) / f"index-landed-{os.getpid()}"
+    env = {"GIT_INDEX_FILE": str(index)}
+    found = set()
+    try:
+        repo.run("read-tree", commit, env=env)
+        for patch in reversed(list(patch_files)):
+            # `git apply` is all or nothing: a patch that does not reverse-apply leaves the index alone.
+            if repo.ok("apply", "--cached", "--reverse", str(Path(patch).resolve()), env=env):
+                found.add(patch)
+    finally:
+        index.unlink(missing_ok=True)
+    return found
+
+
+def applies_with(repo, commit, patch, needs, scratch_dir):
+    """Whether `patch` applies to `commit`'s tree with the patches `needs` (in order) applied first."""
+    index = Path(scratch_dir) / f"index-with-{os.getpid()}"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        repo.run("read-tree", commit, env=env)
+        for need in needs:
+            if not repo.ok("apply", "--cached", str(Path(need).resolve()), env=env):
+                return False
+        return repo.ok("apply", "--cached", "--check", str(Path(patch).resolve()), env=env)
+    finally:
+        index.unlink(missing_ok=True)
 
 
 def _conflict_regions(path):
@@ -158,15 +196,15 @@ class Placing:
                 if self.notes is not None:
                     self.notes.append(problem)
 
-    def place(self, res, patch, *, checked, stem):
+    def place(self, res, patch, *, checked, stem, in_base=False):
         """Fill in `res` (a verify.PatchResult) for `patch`, put on HEAD (clean work tree).
 
-        Returns True when the patch went in (committed on top of HEAD). Otherwise the work tree may
-        hold the patch's test files: reset it.
+        `in_base`: the base already holds it (see `landed`). Returns True when the patch went in
+        (committed on top of HEAD). Otherwise the work tree may hold the patch's test files: reset it.
         """
         res.sha256 = sha256_file(patch)
         res.skipped_before = list(self.left_out)
-        placement = place(self.repo, patch, preimages=self._preimages)
+        placement = Placement(ALREADY_UPSTREAM) if in_base else place(self.repo, patch, preimages=self._preimages)
         res.base_status = placement.status
         res.conflicts = placement.conflicts
         res.conflict_files = [c.file for c in placement.conflicts]

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import base as base_mod
-from . import pyenv, reports, upstream
+from . import pyenv, regression, reports, upstream
 from .errors import SeriesError
 from .git import Repo
 from .manifest import check_patch_files, find_patch
@@ -79,6 +79,8 @@ class PatchResult:
     skipped_before: list = field(default_factory=list)  # earlier patches left out (they conflict)
     notes: list = field(default_factory=list)  # informational, not failures
     sha256: str = ""
+    depends_on: list = field(default_factory=list)  # earlier patches it needs, from the manifest
+    hidden_dependency: bool = False  # needs an earlier patch the manifest does not record
 
     @property
     def red_without_fix(self):
@@ -95,7 +97,7 @@ class PatchResult:
     def decide(self):
         if self.base_status in upstream.INFORMATIONAL:
             self.verdict = "upstream"
-        elif not self.applies:
+        elif not self.applies or self.hidden_dependency:
             self.verdict = "fail"
         elif not self.checked:
             self.verdict = "not checked"
@@ -115,6 +117,7 @@ class PatchResult:
             "base_status": self.base_status,
             "applies": self.applies,
             "applies_alone": self.applies_alone,
+            "depends_on": self.depends_on,
             "red_without_fix": self.red_without_fix,
             "green_with_fix": self.green_with_fix,
             "style_clean": self.style_clean,
@@ -187,7 +190,9 @@ def _tail(path, lines=TAIL_LINES):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_pytest(*, python, repo_dir, source_dir, files, device, log_stem, timeout, expect, extra_paths=()):
+def run_pytest(
+    *, python, repo_dir, source_dir, files, device, log_stem, timeout, expect, extra_paths=(), extra_env=None
+):
     """Run pytest on `files` in the checkout; classify the outcome as a red or a green run (`expect`).
 
     `extra_paths` go on PYTHONPATH after the checkout's sources (e.g. a patched companion package)."""
@@ -206,6 +211,7 @@ def run_pytest(*, python, repo_dir, source_dir, files, device, log_stem, timeout
         drop_stale_bytecode(repo, tree)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(extra_env or {})
     cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfE", f"--junitxml={junit}", *files]
     code, seconds = _run_logged(cmd, cwd=repo_dir, env=env, log_path=log_path, timeout=timeout)
     counts, failing, kinds = _parse_junit(junit)
@@ -354,22 +360,33 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spe
         )
 
     placing = upstream.Placing(ctx, target, repo, moved=moved, notes=notes, run_red=run_red, is_test=is_test_file)
+    # The patches the base already holds, found as a stack (a base with patches 1..k, e.g. upstream main
+    # after k pull requests landed), and those that went in on top of it.
+    in_base = upstream.landed(repo, base, target.patch_paths(), ctx.work_dir())
+    went_in = set()
     prev = base
     for index, name in enumerate(target.patches, start=1):
-        res = PatchResult(name=name, target=target.name, index=index)
+        res = PatchResult(name=name, target=target.name, index=index, depends_on=target.depends.get(name, []))
         results.append(res)
         patch = target.patch_path(name)
         ctx.log(f"[{target.name} {index}/{len(target.patches)}] {name}")
         repo.reset_hard(prev)
         if not placing.place(
-            res, patch, checked=only is None or name in only, stem=logs / name.removesuffix(".patch")
+            res,
+            patch,
+            checked=only is None or name in only,
+            stem=logs / name.removesuffix(".patch"),
+            in_base=patch in in_base,
         ):
             repo.reset_hard(prev)
             res.decide()
             continue
         res.applies = True
+        went_in.add(name)
         commit = repo.head()
         res.applies_alone = repo.apply_check_on(base, patch, ctx.work)
+        if not res.applies_alone and res.base_status == upstream.CLEAN:
+            _check_dependencies(ctx, target, repo, base, res, patch, went_in)
         if only is not None and name not in only:
             res.checked = False
             res.decide()
@@ -405,6 +422,27 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spe
         res.decide()
         prev = commit
     return results
+
+
+def _check_dependencies(ctx, target, repo, base, res, patch, went_in):
+    """A patch that applies in the series but not alone on the base needs an earlier one: the manifest must say
+    which (`[targets.<target>.depends]`), so that it is submitted after it. Else it is a hidden dependency."""
+    needs = [dep for dep in target.depends_on(res.name) if dep in went_in]
+    if needs and upstream.applies_with(repo, base, patch, [target.patch_path(dep) for dep in needs], ctx.work):
+        return
+    res.hidden_dependency = True
+    table = f"[targets.{target.name}.depends]"
+    if needs:
+        recorded = ", ".join(dep[:4] for dep in needs)
+        res.problems.append(
+            f"does not apply on the base with only the patches it depends on ({recorded}): record the other "
+            f"earlier patches it needs in {table}"
+        )
+    else:
+        res.problems.append(
+            f"does not apply alone on the base, but {table} records no earlier patch it needs (hidden dependency): "
+            "record the ones it needs"
+        )
 
 
 def verify_with_companions(ctx, target, results, scratch, *, python, device, timeout, cache=None):
@@ -468,6 +506,12 @@ def _yes(value, no="NO"):
     return "-" if value is None else ("yes" if value else no)
 
 
+def _cell_alone(res):
+    if res.depends_on:
+        return "needs " + ",".join(dep[:4] for dep in res.depends_on)
+    return _yes(res.applies_alone, "no")
+
+
 APPLIES_CELL = {
     upstream.CLEAN: "yes",
     upstream.THREE_WAY: "3-way",
@@ -486,7 +530,7 @@ def table(results):
             (
                 f"{res.target}/{res.name}",
                 APPLIES_CELL.get(res.base_status, "-"),
-                _yes(res.applies_alone, "no"),
+                _cell_alone(res),
                 _cell_red(res),
                 _cell_green(res),
                 style,
@@ -526,7 +570,12 @@ def write_junit(path, results, duration):
     for res in results:
         checks = [
             ("applies", res.applies, True, None),
-            ("applies_alone", res.applies_alone, False, "does not apply alone on the bare base"),
+            (
+                "applies_alone",
+                res.applies_alone,
+                res.hidden_dependency,
+                "; ".join(res.problems) if res.hidden_dependency else "does not apply alone on the bare base",
+            ),
             ("red_without_fix", res.red_without_fix, True, res.red and res.red.status),
             ("green_with_fix", res.green_with_fix, True, res.green and res.green.status),
             (
@@ -585,6 +634,17 @@ def run(ctx, args):
                 raise SeriesError(f"unknown patch {wanted!r} (patches: {names})")
             only.add(found)
 
+    regression_target = None
+    if args.upstream_tests:
+        listing = [target for target in targets if target.upstream_tests]
+        if not listing:
+            named = ", ".join(target.name for target in targets)
+            raise SeriesError(f"--upstream-tests: {named} lists no upstream_tests in {ctx.manifest.path.name}")
+        if len(listing) > 1:
+            raise SeriesError("--upstream-tests names one target's tests; add --target")
+        regression_target = listing[0]
+        regression.parse_spec(args.upstream_tests, regression_target)
+
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     info = pyenv.probe(python)
     if args.device == "cuda" and not info.get("cuda"):
@@ -597,7 +657,7 @@ def run(ctx, args):
             identity["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
         cache = RunCache(ctx.work / "cache" / "verify", identity)
 
-    results, target_reports, scratch = [], [], {}
+    results, target_reports, scratch, tops = [], [], {}, {}
     for target in targets:
         repo, base = prepare_scratch(ctx, target, spec)
         scratch[target.name] = (repo, base)
@@ -627,6 +687,7 @@ def run(ctx, args):
             notes=notes,
             cache=cache,
         )
+        tops[target.name] = repo.head()
     companions = []
     if only is None:
         for target in targets:
@@ -642,9 +703,25 @@ def run(ctx, args):
             )
             if companion is not None:
                 companions.append(companion)
+    upstream_tests = []
+    if regression_target is not None:
+        repo, base = scratch[regression_target.name]
+        upstream_tests.append(
+            regression.run(
+                ctx,
+                regression_target,
+                repo,
+                {"base": base, "series": tops.get(regression_target.name, base)},
+                args.upstream_tests,
+                python=python,
+                device=args.device,
+                timeout=args.test_timeout,
+            )
+        )
     # Conflicts and failed checks need a maintainer; a patch already upstream is only news.
     ok = all(res.verdict in ("ok", "not checked", "upstream") for res in results)
     ok = ok and all(companion["green"] for companion in companions)
+    ok = ok and all(part["ok"] for part in upstream_tests)
     duration = round(time.monotonic() - started, 2)
     if results:
         ctx.out(table(results))
@@ -658,6 +735,9 @@ def run(ctx, args):
         verdict = "ok" if companion["green"] else f"FAIL ({run['status']})"
         counts = f"{run['passed']} passed, {run['skipped']} skipped, {run['failed']} failed"
         ctx.out(f"{companion['label']}: {verdict}, {counts}")
+    for part in upstream_tests:
+        for line in regression.lines(part):
+            ctx.out(line)
     logs = ctx.work / "logs" / "verify"
     runs = [asdict(run) for res in results for run in (res.red, res.green) if run and run.exit_code is not None]
     runs += [companion["run"] for companion in companions]
@@ -675,6 +755,7 @@ def run(ctx, args):
         "targets": target_reports,
         "patches": [res.to_json() for res in results],
         "companions": companions,
+        "upstream_tests": upstream_tests,
         "duration_s": duration,
     }
     if args.json:
