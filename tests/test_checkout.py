@@ -168,3 +168,24 @@ def test_stop_at_conflict_keeps_the_checkout_for_a_manual_fix(fake):
     fake.ok("export")
     fake.ok("checkout", "--replace")
     assert (repo / "src/fakepkg/core.py").read_text(encoding="utf-8") == fixed
+
+
+def test_leftovers_of_an_interrupted_replace_are_cleaned_up(fake):
+    fake.build_series(GOOD)
+    parent = fake.checkout_dir.parent
+    (parent / ".fake.old.abcd1234" / "old").mkdir(parents=True)
+    (parent / ".fake.zyxw9876" / "repo").mkdir(parents=True)
+    (parent / ".fake.notmine").mkdir()  # not a name the tool makes: left alone
+    proc = fake.ok("checkout", "--replace")
+    assert sorted(p.name for p in parent.iterdir()) == [".fake.notmine", "fake"]
+    assert proc.stderr.count("left beside") == 2
+
+    # Interrupted between moving the old checkout aside and moving the new one in: the old one is put back.
+    (fake.checkout_dir / "mine.txt").write_text("kept", encoding="utf-8")
+    aside = parent / ".fake.old.qwer5678"
+    aside.mkdir()
+    fake.checkout_dir.rename(aside / "old")
+    proc = fake.run("checkout")
+    assert "exists and is not empty" in one_error_line(proc)
+    assert "put back" in proc.stderr
+    assert (fake.checkout_dir / "mine.txt").read_text(encoding="utf-8") == "kept" and not aside.exists()

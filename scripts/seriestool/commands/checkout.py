@@ -6,14 +6,43 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import base as base_mod
-from .errors import SeriesError
-from .git import Repo
-from .manifest import check_patch_files
+from .. import base as base_mod
+from ..am import am_series, check_patches
+from ..errors import SeriesError
+from ..git import Repo
+from ..placement import landed
+from ..preimages import load_preimages
 
 
-def default_dir(ctx, target):
-    return ctx.work / "checkouts" / target.name
+NAME = "checkout"
+HELP = "make DIR a git checkout of the base with the series applied, one commit per patch"
+DESCRIPTION = f"""\
+{HELP}.
+
+The base is the pinned sdist (default), a clone's HEAD (path:DIR) or a git ref (git:URL@REF); it is
+tagged series/base, and each patch is one commit on the branch `patches`. The checkout is built in a
+staging folder and renamed into place, so DIR is either the old or the new one.
+
+example:
+  python3 scripts/series.py checkout --replace
+  python3 scripts/series.py checkout --target accelerate --base git:https://github.com/huggingface/accelerate.git@main
+
+exit status: 0 checkout made; 1 --stop-at-conflict and git am stopped at a patch (DIR holds it);
+2 bad input (a patch does not apply, DIR not empty without --replace, ...): nothing changed."""
+NEEDS_GIT = True
+NEEDS_WORK = True
+
+
+def add_arguments(p):
+    p.add_argument("--target", help="target in the manifest (default: the first)")
+    p.add_argument("--dir", help="destination (default: <work>/checkouts/<target>)")
+    p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR (a clone's HEAD) or git:URL@REF")
+    p.add_argument("--replace", action="store_true", help="replace an existing non-empty DIR")
+    p.add_argument(
+        "--stop-at-conflict",
+        action="store_true",
+        help="when a patch does not apply, keep DIR with `git am` stopped there (exit 1) to resolve it by hand",
+    )
 
 
 def check_destination(dest, replace):
@@ -23,57 +52,33 @@ def check_destination(dest, replace):
         raise SeriesError(f"{dest} exists and is not empty; pass --replace to rebuild it")
 
 
-def am_series(repo, target, patch_names, *, keep=False):
-    """`git am` the patches in one run, one commit each.
-
-    Returns (None, None), or (name of the failed patch, paths that conflict or do not apply). The
-    failed `git am` is aborted unless `keep`, which leaves it stopped at that patch.
-    """
-    if not patch_names:
-        return None, None
-    start = repo.head()
-    paths = [target.patch_path(name) for name in patch_names]
-    proc = repo.am(paths, three_way=True, committer_date_is_author_date=True)
-    if proc.returncode == 0:
-        return None, None
-    done = len(repo.commits(f"{start}..HEAD"))
-    return patch_names[done], am_failure(repo, paths[done], proc, abort=not keep)
-
-
-_FAILED_PATH = [
-    re.compile(r"^error: patch failed: (.+):\d+$"),
-    re.compile(r"^error: (.+): (?:does not exist in index|patch does not apply|already exists in .+)$"),
-    re.compile(r"sha1 information is lacking or useless \((.+)\)\.$"),
-    re.compile(r"^error: invalid object [0-7]+ [0-9a-f]+ for '(.+)'$"),
-    re.compile(r"^CONFLICT \(.+\): Merge conflict in (.+)$"),
-]
+def clean_leftovers(dest, log):
+    """Remove what an interrupted run left beside `dest`: its staging folder `.<name>.XXXXXXXX` and the old
+    checkout moved aside by --replace, `.<name>.old.XXXXXXXX`. An old checkout whose replacement never
+    arrived (interrupted between the two renames) is put back instead."""
+    if not dest.parent.is_dir():
+        return
+    pattern = re.compile(rf"^\.{re.escape(dest.name)}\.(old\.)?[A-Za-z0-9_]{{8}}$")
+    for path in sorted(dest.parent.iterdir()):
+        match = pattern.match(path.name)
+        if not match or not path.is_dir() or path.is_symlink():
+            continue
+        old = path / "old"
+        if match.group(1) and old.is_dir() and not dest.exists():
+            os.rename(old, dest)
+            log(f"put back {dest}, moved aside by an interrupted `checkout --replace`")
+        else:
+            log(f"removing {path.name}, left beside {dest} by an interrupted checkout")
+        shutil.rmtree(path, ignore_errors=True)
 
 
-def am_failure(repo, patch, proc, *, abort=True):
-    """After a failed `git am`: the paths that conflict or do not apply; then abort it (unless told not to)."""
-    files = repo.unmerged_paths() or repo.failing_paths(patch) or _failed_paths(proc.stdout + proc.stderr)
-    if abort:
-        repo.am_abort()
-    return files
-
-
-def _failed_paths(output):
-    """Paths named by git am / git apply failure messages, in order."""
-    paths = []
-    for line in output.splitlines():
-        for pattern in _FAILED_PATH:
-            match = pattern.search(line.strip())
-            if match and match.group(1) not in paths:
-                paths.append(match.group(1))
-                break
-    return paths
-
-
-def run(ctx, args):
+def run(args, ctx):
     target = ctx.manifest.default_target(args.target)
-    check_patch_files(target)
+    check_patches(target)
     spec = base_mod.parse_spec(args.base)
-    dest = Path(args.dir).resolve() if args.dir else default_dir(ctx, target)
+    base_mod.check_spec(spec)
+    dest = Path(args.dir).resolve() if args.dir else ctx.checkout_dir(target)
+    clean_leftovers(dest, ctx.log)
     check_destination(dest, args.replace)
     dest.parent.mkdir(parents=True, exist_ok=True)
 
@@ -85,8 +90,6 @@ def run(ctx, args):
         repo.run("config", "series.base", args.base or "sdist")
         names = list(target.patches)
         if spec.kind != "sdist" and target.patches:
-            from .upstream import landed, load_preimages  # (upstream imports this module)
-
             present = landed(repo, base, target.patch_paths(), ctx.work_dir())
             names = [name for name in target.patches if target.patch_path(name) not in present]
             if present:
@@ -106,7 +109,12 @@ def run(ctx, args):
         if dest.exists():
             trash = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
             os.rename(dest, trash / "old")
-        os.rename(repo_dir, dest)
+        try:
+            os.rename(repo_dir, dest)
+        except BaseException:
+            if trash is not None:
+                os.rename(trash / "old", dest)
+            raise
         if trash is not None:
             shutil.rmtree(trash, ignore_errors=True)
     finally:
