@@ -372,8 +372,8 @@ def table_rows(stdout):
     head = [lines[dashes - 1][a:b].strip() for a, b in spans]
     rows = []
     for line in lines[dashes + 1 :]:
-        if not line or line.startswith(" "):
-            break
+        if not line or line.startswith(" ") or any(line[b : b + 2] != "  " for _, b in spans[:-1]):
+            break  # the problem lines and the summary after the table
         cells = [line[a : b if i < len(spans) - 1 else None].strip() for i, (a, b) in enumerate(spans)]
         rows.append(dict(zip(head, cells, strict=True)))
     return rows

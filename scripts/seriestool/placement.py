@@ -173,8 +173,9 @@ class Placing:
         self._preimages_tried = False
 
     def _preimages(self):
-        # A moved base lacks the blobs a 3-way merge needs; load them once, when a patch first needs them.
-        if self.moved and not self._preimages_tried:
+        # A moved base (or a moved pin) lacks the blobs a 3-way merge needs; load them once, when a patch first
+        # needs them.
+        if not self._preimages_tried:
             self._preimages_tried = True
             problem = load_preimages(self.repo, self.target, self.ctx.downloads, self.ctx.log)
             if problem is not None:

@@ -100,7 +100,14 @@ def run(args, ctx):
             problem = load_preimages(repo, target, ctx.downloads, ctx.log)
             if problem:
                 ctx.log(problem)
-        failed, files = am_series(repo, target, names, keep=args.stop_at_conflict)
+        failed, files = am_series(repo, target, names, keep=args.stop_at_conflict and spec.kind != "sdist")
+        if failed and spec.kind == "sdist":
+            # A moved pin: the 3-way merge needs the blobs the patches were made against (an earlier sdist).
+            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
+            if problem:
+                ctx.log(problem)
+            failed, files = am_series(repo, target, names, keep=args.stop_at_conflict)
+        markers = bool(failed) and bool(repo.unmerged_paths())
         where = f" ({', '.join(files)})" if files else ""
         if failed and not args.stop_at_conflict:
             raise SeriesError(f"patch {failed} does not apply on {spec.describe(target)}{where}; no checkout was made")
@@ -120,10 +127,21 @@ def run(args, ctx):
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
-    if failed:
+    if failed and markers:
         ctx.out(
-            f"{dest}: git am stopped at {failed}{where}. Resolve the conflicts there, `git add` the files and run "
-            "`git am --continue` (it applies the remaining patches), then export."
+            f"{dest}: git am stopped at {failed}{where}, with conflict markers. Resolve the conflicts there, "
+            "`git add` the files and run `git am --continue` (it applies the remaining patches), then export."
+        )
+        return 1
+    if failed:
+        # No 3-way merge was possible (the blobs the patch was made against are missing): no markers.
+        ctx.out(
+            f"{dest}: git am stopped at {failed}{where}, without conflict markers: the blobs it was made against "
+            "are not in the download cache (check out the previous pin once to get its sdist, then run this "
+            "again). Or apply what applies and get the rest as .rej files:\n"
+            f"  cd {dest} && git am --show-current-patch=diff | git apply --reject --whitespace=nowarn -\n"
+            "then fix the files by hand from each .rej, delete the .rej files, `git add` the files and run "
+            "`git am --continue`; then export."
         )
         return 1
     ctx.out(
