@@ -47,7 +47,13 @@ def add_arguments(p):
     p.add_argument("--target", help="only this target (default: all)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu hides GPUs; cuda needs CUDA torch")
     p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR or git:URL@REF; needs --target")
-    p.add_argument("--patch", action="append", metavar="NAME", help="red/green/style-check only this patch")
+    p.add_argument(
+        "--patch",
+        action="append",
+        metavar="NAME",
+        help="red/green/style-check only this patch (its number, or file name; with --target when several "
+        "targets have that number); the saved results of the others are kept",
+    )
     p.add_argument("--json", metavar="FILE", help="write the JSON report here")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
     p.add_argument("--summary", metavar="FILE", help="append a markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
