@@ -356,3 +356,24 @@ def one_error_line(proc):
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     assert len(errors) == 1 and errors[0] == lines[-1], proc.stderr
     return errors[0]
+
+
+def table_rows(stdout):
+    """The rows of verify's console table as {column: cell}, columns cut where the dashes line has gaps."""
+    lines = stdout.splitlines()
+    dashes = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    spans, start = [], 0
+    rule = lines[dashes]
+    while start < len(rule):
+        end = rule.find("  ", start)
+        end = len(rule) if end < 0 else end
+        spans.append((start, end))
+        start = end + 2
+    head = [lines[dashes - 1][a:b].strip() for a, b in spans]
+    rows = []
+    for line in lines[dashes + 1 :]:
+        if not line or line.startswith(" ") or any(line[b : b + 2] != "  " for _, b in spans[:-1]):
+            break  # the problem lines and the summary after the table
+        cells = [line[a : b if i < len(spans) - 1 else None].strip() for i, (a, b) in enumerate(spans)]
+        rows.append(dict(zip(head, cells, strict=True)))
+    return rows

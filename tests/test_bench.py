@@ -20,8 +20,8 @@ from seriesfixtures import GOOD, NOT_RED, REPO_ROOT, SERIES, git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from seriestool import bench  # noqa: E402
-from seriestool.cli import Context  # noqa: E402
+from seriestool import benchmark  # noqa: E402
+from seriestool.context import Context  # noqa: E402
 
 
 # Host syncs per optimizer step the series may add: only the fused (AMP-aware) optimizer under a scaler
@@ -38,7 +38,7 @@ def test_trees_are_the_base_and_the_series_and_follow_the_patches(fake, monkeypa
     fake.build_series(GOOD)
     ctx = _context(fake)
     target = ctx.manifest.default_target()
-    trees = bench.prepare_trees(ctx, target)
+    trees = benchmark.prepare_trees(ctx, target)
     assert "return a - b" in (trees["base"] / "src/fakepkg/core.py").read_text(encoding="utf-8")
     assert "return a + b" in (trees["series"] / "src/fakepkg/core.py").read_text(encoding="utf-8")
     first = git(trees["series"], "rev-parse", "HEAD")
@@ -46,16 +46,16 @@ def test_trees_are_the_base_and_the_series_and_follow_the_patches(fake, monkeypa
     # Unchanged series: reused as they are.
     sentinel = trees["series"] / ".git" / "sentinel"
     sentinel.write_text("kept", encoding="utf-8")
-    assert bench.prepare_trees(ctx, target) == trees and sentinel.exists()
+    assert benchmark.prepare_trees(ctx, target) == trees and sentinel.exists()
 
     # A file changed by hand in a tree, or a new patch: made again.
     (trees["base"] / "README.md").write_text("edited\n", encoding="utf-8")
-    assert bench.prepare_trees(ctx, target) == trees and not sentinel.exists()
+    assert benchmark.prepare_trees(ctx, target) == trees and not sentinel.exists()
     assert git(trees["base"], "status", "--porcelain") == ""
     sentinel.write_text("kept", encoding="utf-8")
     fake.build_series(GOOD, NOT_RED)
     ctx = _context(fake)
-    trees = bench.prepare_trees(ctx, ctx.manifest.default_target())
+    trees = benchmark.prepare_trees(ctx, ctx.manifest.default_target())
     assert not sentinel.exists()
     assert git(trees["series"], "rev-list", "--count", "series/base..HEAD") == "2"
     assert git(trees["series"], "rev-parse", "HEAD") != first

@@ -1,6 +1,7 @@
 """`checkout`: base from the sdist (cached or via pip), a clone or a git ref; one commit per patch."""
 
 import shutil
+import subprocess
 
 from seriesfixtures import BASE_FILES, GOOD, NOT_RED, git, make_tarball, one_error_line, sha256
 
@@ -135,7 +136,7 @@ def test_bad_base_spec_and_non_git_path(fake):
     assert "bad base" in one_error_line(fake.run("checkout", "--base", "ftp:somewhere"))
     line = one_error_line(fake.run("checkout", "--base", f"path:{fake.root / 'links'}"))
     assert "is not a git repository" in line
-    assert list((fake.work / "checkouts").iterdir()) == []
+    assert not (fake.work / "checkouts").exists()  # refused before anything is made
 
 
 def test_git_missing(fake):
@@ -156,9 +157,13 @@ def test_stop_at_conflict_keeps_the_checkout_for_a_manual_fix(fake):
     fake.seed_cache(other.read_bytes())
     proc = fake.run("checkout", "--replace", "--stop-at-conflict")
     assert proc.returncode == 1, proc.stderr
-    assert "git am stopped at 0002-core-document-mul.patch (src/fakepkg/core.py)" in proc.stdout
+    assert "git am stopped at 0002-core-document-mul.patch (src/fakepkg/core.py), with conflict markers" in proc.stdout
     repo = fake.checkout_dir
     assert (repo / ".git" / "rebase-apply").is_dir()
+    # The earlier pin's sdist (in the download cache) gave the 3-way merge the blobs it needs: markers.
+    assert "3-way merges use the blobs of fakepkg-1.0.tar.gz" in proc.stderr
+    merged = (repo / "src/fakepkg/core.py").read_text(encoding="utf-8")
+    assert "<<<<<<< " in merged and "Multiply two numbers (a times b)." in merged
     assert git(repo, "log", "--format=%s", "series/base..HEAD") == "core: make add() add"
     # Resolve by hand, continue, export: the series now applies to the new base.
     fixed = core.replace("return a - b", "return a + b").replace("Product of two numbers.", "Product (a times b).")
@@ -168,3 +173,45 @@ def test_stop_at_conflict_keeps_the_checkout_for_a_manual_fix(fake):
     fake.ok("export")
     fake.ok("checkout", "--replace")
     assert (repo / "src/fakepkg/core.py").read_text(encoding="utf-8") == fixed
+
+
+def test_leftovers_of_an_interrupted_replace_are_cleaned_up(fake):
+    fake.build_series(GOOD)
+    parent = fake.checkout_dir.parent
+    (parent / ".fake.old.abcd1234" / "old").mkdir(parents=True)
+    (parent / ".fake.zyxw9876" / "repo").mkdir(parents=True)
+    (parent / ".fake.notmine").mkdir()  # not a name the tool makes: left alone
+    proc = fake.ok("checkout", "--replace")
+    assert sorted(p.name for p in parent.iterdir()) == [".fake.notmine", "fake"]
+    assert proc.stderr.count("left beside") == 2
+
+    # Interrupted between moving the old checkout aside and moving the new one in: the old one is put back.
+    (fake.checkout_dir / "mine.txt").write_text("kept", encoding="utf-8")
+    aside = parent / ".fake.old.qwer5678"
+    aside.mkdir()
+    fake.checkout_dir.rename(aside / "old")
+    proc = fake.run("checkout")
+    assert "exists and is not empty" in one_error_line(proc)
+    assert "put back" in proc.stderr
+    assert (fake.checkout_dir / "mine.txt").read_text(encoding="utf-8") == "kept" and not aside.exists()
+
+
+def test_stop_at_conflict_without_the_old_blobs_prints_the_next_command(fake):
+    fake.build_series(GOOD, NOT_RED)
+    core = BASE_FILES["src/fakepkg/core.py"].replace("Multiply two numbers.", "Product of two numbers.")
+    other = make_tarball(
+        fake.root / "other" / "fakepkg-1.0.tar.gz", "fakepkg-1.0", dict(BASE_FILES, **{"src/fakepkg/core.py": core})
+    )
+    shutil.rmtree(fake.work / "downloads" / fake.sha)  # the earlier pin's sdist is gone
+    fake.sha = sha256(other)
+    fake.write_manifest(["0001-core-make-add-add.patch", "0002-core-document-mul.patch"])
+    fake.seed_cache(other.read_bytes())
+    proc = fake.run("checkout", "--replace", "--stop-at-conflict")
+    assert proc.returncode == 1, proc.stderr
+    assert "git am stopped at 0002-core-document-mul.patch (src/fakepkg/core.py), without conflict markers" in (
+        proc.stdout
+    )
+    command = next(line.strip() for line in proc.stdout.splitlines() if "git apply --reject" in line)
+    assert command.startswith(f"cd {fake.checkout_dir} && git am --show-current-patch=diff | git apply --reject")
+    subprocess.run(command, shell=True, capture_output=True, check=False)
+    assert (fake.checkout_dir / "src/fakepkg/core.py.rej").is_file()

@@ -1,9 +1,12 @@
 """Command-line surface: help, usage errors and manifest errors are one line and exit 2."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
-from seriesfixtures import GOOD, SERIES, one_error_line
+import pytest
+from seriesfixtures import GOOD, REPO_ROOT, SERIES, one_error_line
 
 
 def test_help_lists_the_commands():
@@ -55,3 +58,35 @@ def test_python_runs_against_the_checkout(fake):
 
     missing = fake.run("python", "--python", sys.executable, "--dir", str(fake.root / "nowhere"), "--", "-c", "1")
     assert "is no checkout of fake" in one_error_line(missing)
+
+
+def test_selftest_runs_only_the_tests_named(tmp_path):
+    sys.path.insert(0, str(SERIES.parent))
+    from seriestool.commands.selftest import pytest_command
+
+    tests = REPO_ROOT / "tests"
+    whole = pytest_command("py", REPO_ROOT, ["--", "-m", "not network"], REPO_ROOT)
+    assert whole[-3:] == [str(tests), "-m", "not network"]
+    one = pytest_command("py", REPO_ROOT, ["--", "tests/test_cli.py", "-k", "usage"], REPO_ROOT)
+    assert str(tests) not in one and one[-3:] == [str(tests / "test_cli.py"), "-k", "usage"]
+    node = pytest_command("py", REPO_ROOT, ["test_cli.py::test_help_lists_the_commands"], tests)
+    assert node[-1] == f"{tests / 'test_cli.py'}::test_help_lists_the_commands" and str(tests) not in node
+    # A value that names a file outside tests/ (e.g. --junitxml's) does not narrow the run.
+    (tmp_path / "out.xml").write_text("", encoding="utf-8")
+    assert str(tests) in pytest_command("py", REPO_ROOT, ["--junitxml", "out.xml"], tmp_path)
+
+
+def test_selftest_of_one_file_collects_only_that_file():
+    # Through the real command (needs the pinned venv, which `series.py selftest` has built already).
+    work = Path(os.environ.get("SERIES_WORK") or REPO_ROOT / ".work")
+    sys.path.insert(0, str(SERIES.parent))
+    from seriestool import pyenv
+
+    venv = work / f"venv-{pyenv.venv_key(REPO_ROOT / 'scripts' / 'requirements-test.txt')}"
+    if not (venv / pyenv.MARKER).is_file():
+        pytest.skip("the pinned venv is not built")
+    cmd = [sys.executable, str(SERIES), "--work", str(work), "selftest", "--", "tests/test_cli.py", "--collect-only"]
+    proc = subprocess.run(cmd + ["-q"], cwd=REPO_ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    collected = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert collected and all(line.startswith("tests/test_cli.py::") for line in collected), proc.stdout

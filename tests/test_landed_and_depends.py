@@ -4,7 +4,7 @@ the manifest's `[targets.<name>.depends]`, its validation, and how `verify`, `pr
 import json
 
 import pytest
-from seriesfixtures import GOOD, NOT_RED, git, one_error_line
+from seriesfixtures import GOOD, NOT_RED, git, one_error_line, table_rows
 
 
 # Rewrites the line GOOD adds: once both landed, GOOD alone no longer reverse-applies on the base.
@@ -92,8 +92,7 @@ def test_dependencies_are_shown_and_hidden_ones_are_problems(fake, test_python):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [p["depends_on"] for p in data["patches"]] == [[], [names[0]]]
     assert [p["verdict"] for p in data["patches"]] == ["ok", "ok"]
-    rows = proc.stdout.splitlines()
-    assert rows[2].split()[2] == "yes" and rows[3].split()[2:4] == ["needs", "0001"]
+    assert [row["alone"] for row in table_rows(proc.stdout)] == ["yes", "needs 0001"]
 
     # `pr` of the dependent patch names the one it needs; the first one names none.
     body = fake.ok("pr", "0002").stdout

@@ -8,7 +8,7 @@ from seriesfixtures import GOOD, one_error_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from seriestool import pr  # noqa: E402
+from seriestool.commands import pr  # noqa: E402
 
 
 MESSAGE = """\

@@ -7,7 +7,7 @@ from seriesfixtures import REPO_ROOT
 
 
 def test_ruff_check_and_format(test_python):
-    paths = ["scripts", "tests", "repro"]
+    paths = ["scripts", "tests", "repro", ".ci"]
     check = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", *paths], cwd=REPO_ROOT, capture_output=True, text=True
     )

@@ -8,7 +8,7 @@ change there makes the patch's own tests pass).
 import json
 import xml.etree.ElementTree as ET
 
-from seriesfixtures import GOOD, apply_changes, git
+from seriesfixtures import GOOD, apply_changes, git, table_rows
 
 
 # Builds on GOOD (its context holds GOOD's `return a + b`).
@@ -101,8 +101,8 @@ def test_already_upstream_three_way_and_clean(fake, test_python):
     assert cases[(f"fake.{names[0]}", "applies")].find("skipped").get("message").startswith("already-upstream")
     assert cases[(f"fake.{names[1]}", "applies")].find("system-out").text == "applies with a 3-way merge"
     assert summary.startswith("earlier step\n### Patch series verify: OK")
-    assert f"| `fake/{names[0]}` | already upstream | - | - | - | upstream |" in summary
-    assert f"| `fake/{names[1]}` | 3-way merge | yes, 1 of 1 fail | yes, 1 pass | clean | ok |" in summary
+    assert f"| `fake/{names[0]}` | upstream | - | - | - | - | upstream |" in summary
+    assert f"| `fake/{names[1]}` | 3-way | no | yes 1/1 | yes 1/0 | clean | ok |" in summary
 
 
 def test_fixed_upstream_differently_is_news_not_a_failure(fake, test_python):
@@ -119,7 +119,8 @@ def test_fixed_upstream_differently_is_news_not_a_failure(fake, test_python):
     assert "fixed upstream differently" in fixed["notes"][0]
     assert data["patches"][1]["skipped_before"] == [names[0]]
     assert cases[(f"fake.{names[0]}", "applies")].find("skipped") is not None
-    assert "fixed upstream differently" in summary and "Needs a maintainer" not in summary
+    assert "fixed upstream differently" in summary and "| fixed upstream |" in summary
+    assert "Needs a maintainer" not in summary
 
 
 def test_conflict_names_files_and_hunks_and_the_rest_is_judged(fake, test_python):
@@ -147,8 +148,9 @@ def test_conflict_names_files_and_hunks_and_the_rest_is_judged(fake, test_python
     assert "its tests still fail without it" in first["problems"][0]
     assert f"(tried without {names[0]})" in data["patches"][1]["problems"][0]
     assert data["patches"][2]["red_without_fix"] and data["patches"][2]["green_with_fix"]
-    table = proc.stdout.splitlines()
-    assert table[2].split()[1] == "CONFLICT" and table[4].split()[1] == "yes"
+    rows = table_rows(proc.stdout)
+    assert [row["applies"] for row in rows] == ["CONFLICT", "CONFLICT", "yes"]
+    assert rows[0]["patch"] == "fake 0001 core: make add() add" and rows[0]["verdict"] == "FAIL"
     assert "3-way merge conflict at base line 6;" in proc.stdout
     assert cases[(f"fake.{names[0]}", "applies")].find("failure") is not None
     assert cases[(f"fake.{names[2]}", "applies")].find("failure") is None

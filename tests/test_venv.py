@@ -52,3 +52,22 @@ def test_key_follows_the_requirements(tmp_path):
     second.write_text("torch==2.13.1\n", encoding="utf-8")
     assert pyenv.venv_key(first) != pyenv.venv_key(second)
     assert pyenv.venv_key(first) == pyenv.venv_key(first)
+
+
+def test_pip_output_goes_to_a_log_and_the_console_gets_one_line_per_stage(tmp_path, capfd):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"# comment\n{tmp_path / 'no-such-package.tar.gz'}\n", encoding="utf-8")
+    messages = []
+    with pytest.raises(SeriesError) as failure:
+        pyenv.ensure_venv(tmp_path / "work", requirements, log=messages.append)
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", "pip wrote to the console"
+    assert [m.split(":")[0] for m in messages] == ["venv", "venv"], messages
+    log = tmp_path / "work" / "logs" / f"pip-{pyenv.venv_key(requirements)}.log"
+    assert log.is_file() and "no-such-package" in log.read_text(encoding="utf-8")
+    assert f"full log {log}" in str(failure.value) and "\n" not in str(failure.value)
+    assert "ERROR:" in str(failure.value)
+
+
+def test_pinned_count():
+    assert pyenv.pinned_count(pyenv.Path(__file__).resolve().parents[1] / "scripts" / "requirements-test.txt") > 40

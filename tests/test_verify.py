@@ -1,6 +1,8 @@
 """`verify`: red without the fix, green with it, style, reports - on a fake target with tiny tests."""
 
 import json
+import shutil
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -11,9 +13,12 @@ from seriesfixtures import (
     IMPORT_ONLY,
     NO_TESTS,
     NOT_RED,
+    SERIES,
     STYLE,
     git,
+    manifest_text,
     one_error_line,
+    table_rows,
 )
 
 
@@ -89,9 +94,21 @@ def test_mixed_series_reports_each_failure(fake, test_python):
 
     table = proc.stdout.splitlines()
     assert table[0].split()[:3] == ["patch", "applies", "alone"]
-    assert "fake/0001-core-make-add-add.patch" in table[2] and table[2].split()[-1] == "ok"
-    assert "NO: not-red 0/1" in table[3] and table[3].split()[-1] == "FAIL"
-    assert "NOT CLEAN" in table[4]
+    rows = table_rows(proc.stdout)
+    assert rows[0]["patch"] == "fake 0001 core: make add() add" and rows[0]["verdict"] == "ok"
+    assert rows[1]["red fail/all"] == "NO: not-red 0/1" and rows[1]["verdict"] == "FAIL"
+    assert rows[2]["style"] == "NOT CLEAN"
+    assert max(len(line) for line in table[: 2 + len(rows)]) <= 120
+    # A failed check names what failed and where the log is, on the console too.
+    assert "fake 0002: without its fix the tests are not-red, not red (all 1 pass; log " in proc.stdout
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("  fake 0004: "))
+    assert line.startswith("  fake 0004: without its fix the tests are error, not red (failing: tests.regress"), line
+    assert line.endswith("0004-core-add-div.red.log)"), line
+    assert "fake 0003: ruff check / ruff format --check not clean: " in proc.stdout
+    # One line per stage while it runs.
+    assert "[fake 1/7] red: red 1/2 failed/total" in proc.stderr
+    assert "[fake 1/7] green: green 2/0 passed/skipped" in proc.stderr
+    assert "[fake 1/7] style: clean" in proc.stderr
 
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite.get("tests") == str(7 * 5)
@@ -196,3 +213,90 @@ def test_verify_against_a_clone_or_git_ref(fake, test_python):
         assert data["targets"][0]["base"]["spec"] == spec
         assert data["targets"][0]["base"]["commit"] == git(upstream, "rev-parse", "HEAD")
         assert [p["verdict"] for p in data["patches"]] == ["ok"]
+
+
+BROKEN = (
+    "core: make add() add, with a wrong test",
+    {
+        "src/fakepkg/core.py": ("return a - b", "return a + b"),
+        "tests/regress/test_broken.py": (
+            "from fakepkg.core import add\n\n\ndef test_ok():\n    assert add(1, 1) == 2\n\n\n"
+            "def test_wrong():\n    assert add(2, 3) == 6\n"
+        ),
+    },
+)
+
+
+def test_a_failed_green_names_the_failing_tests_and_the_log(fake, test_python):
+    fake.build_series(BROKEN)
+    proc, data, _ = _verify(fake, test_python)
+    assert proc.returncode == 1
+    assert data["patches"][0]["green"]["failing"] == ["tests.regress.test_broken::test_wrong"]
+    line = next(line for line in proc.stdout.splitlines() if "not green" in line)
+    assert line.startswith("  fake 0001: with the patch the tests are failed, not green (failing: ")
+    assert "tests.regress.test_broken::test_wrong; log " in line
+    assert line.endswith("0001-core-make-add-add-with-a-wrong-test.green.log)")
+
+
+def test_the_table_fits_in_120_columns():
+    sys.path.insert(0, str(SERIES.parent))
+    from seriestool import render
+
+    run = {"status": "import-only", "failed": 12, "total": 14, "passed": 0, "skipped": 12}
+    patches = [
+        {
+            "target": "transformers",
+            "name": f"{n:04d}-Trainer-" + "x" * 90 + ".patch",
+            "subject": "Trainer: don't count optimizer steps skipped by the grad scaler, " + "and more " * 10,
+            "base_status": "fixed-differently",
+            "depends_on": ["0005-a.patch", "0006-b.patch", "0007-c.patch", "0008-d.patch"],
+            "applies_alone": False,
+            "red": run,
+            "green": dict(run, status="timeout"),
+            "style": {},
+            "style_clean": False,
+            "verdict": "not checked",
+        }
+        for n in (1, 9)
+    ]
+    lines = render.table(patches).splitlines()
+    assert max(len(line) for line in lines) <= 120, "\n".join(lines)
+    assert lines[2].startswith("transformers 0001")
+    assert "needs 0005-0008" in lines[2] and "..." in lines[2]
+
+
+def test_a_patch_number_in_several_targets_needs_target(fake, test_python):
+    (name,) = fake.build_series(GOOD)
+    other = fake.patches_dir / "other"
+    other.mkdir()
+    shutil.copy(fake.patches_dir / "fake" / name, other / name)
+    with open(fake.manifest, "a", encoding="utf-8") as fh:
+        fh.write(manifest_text(fake.sha, [name], name="other").split("\n", 2)[2])
+    line = one_error_line(fake.run("verify", "--python", test_python, "--patch", "0001"))
+    assert "--patch 0001 is in several targets: fake (0001-core-make-add-add.patch), other (" in line
+    assert line.endswith("add --target")
+    proc = fake.run("verify", "--python", test_python, "--patch", "0001", "--target", "other")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_verify_of_one_patch_keeps_the_saved_results_of_the_others(fake, test_python):
+    names = fake.build_series(GOOD, DEPENDENT)
+    with open(fake.manifest, "a", encoding="utf-8") as fh:
+        fh.write(f'\n[targets.fake.depends]\n"{names[1]}" = ["{names[0]}"]\n')
+    saved = fake.work / "reports" / "verify-fake.json"
+    fake.ok("verify", "--python", test_python)
+    first = json.loads(saved.read_text(encoding="utf-8"))
+    fake.ok("verify", "--python", test_python, "--patch", "0002")
+    merged = json.loads(saved.read_text(encoding="utf-8"))
+    assert [p["verdict"] for p in merged["patches"]] == ["ok", "ok"] and merged["ok"] is True
+    assert merged["patches"][0]["checked_at"] == first["date"]
+    assert merged["patches"][0]["red"] == first["patches"][0]["red"]
+    proc = fake.ok("pr", "0001")
+    assert "Checked on the fakepkg 1.0 release" in proc.stdout and proc.stderr == ""
+
+    # Once the earlier patch changes, its old result is no longer kept (nor that of anything after it).
+    patch = fake.patches_dir / "fake" / names[0]
+    patch.write_text(patch.read_text(encoding="utf-8").replace("Why and how.", "Why, and how."), encoding="utf-8")
+    fake.ok("verify", "--python", test_python, "--patch", "0002")
+    merged = json.loads(saved.read_text(encoding="utf-8"))
+    assert [p["verdict"] for p in merged["patches"]] == ["not checked", "ok"]

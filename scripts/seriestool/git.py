@@ -114,9 +114,35 @@ class GitError(Exception):
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
-        lines = [line for line in (stderr or stdout or "").strip().splitlines() if line.strip()]
-        detail = lines[-1] if lines else "no output"
+        detail = message_of(stderr or stdout or "") or "no output"
         super().__init__(f"git {' '.join(self.args_[:3])} failed (exit {returncode}): {detail}")
+
+
+_PREFIXES = ("fatal: ", "error: ", "warning: ")
+
+
+def message_of(output, limit=600):
+    """git's whole message on one line: its `fatal:`/`error:` lines and the sentences that continue them, without
+    hints, joined with "; " (the last line alone is often only the end of a sentence)."""
+    items = []
+    continued = False
+    for raw in output.splitlines():
+        line = raw.strip()
+        if not line:
+            continued = False
+            continue
+        if line.startswith("hint:"):
+            continue
+        if line.startswith(_PREFIXES):
+            items.append(line.split(": ", 1)[1].rstrip("."))
+            continued = False
+        elif continued and items:
+            items[-1] += " " + line.rstrip(".")
+        else:
+            items.append(line.rstrip("."))
+            continued = True
+    text = "; ".join(dict.fromkeys(item for item in items if item))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def git_version():
@@ -200,6 +226,13 @@ class Repo:
         if not self.path.is_dir():
             return False
         proc = self.run("rev-parse", "--is-inside-work-tree", check=False)
+        return proc.returncode == 0 and proc.stdout.strip() == "true"
+
+    def is_bare(self):
+        """Whether the folder is a bare repository (a git directory without a work tree)."""
+        if not self.path.is_dir():
+            return False
+        proc = self.run("rev-parse", "--is-bare-repository", check=False)
         return proc.returncode == 0 and proc.stdout.strip() == "true"
 
     def toplevel(self):

@@ -17,6 +17,7 @@ class Hunk:
     old_start: int
     old_count: int
     lines: list = field(default_factory=list)  # body lines with their ' ', '+', '-', '\' prefixes
+    complete: bool = True  # False when the file ended before the line counts of the header were reached
 
 
 @dataclass
@@ -120,6 +121,7 @@ def parse_diff(lines):
                     break
                 hunk.lines.append(body)
                 index += 1
+            hunk.complete = old_count <= 0 and new_count <= 0
             while index < len(lines) and lines[index].startswith("\\"):
                 hunk.lines.append(lines[index])
                 index += 1
@@ -127,6 +129,22 @@ def parse_diff(lines):
             continue
         index += 1
     return files
+
+
+def problems(patch):
+    """Why a parsed patch is not whole (truncated, cut in a file header), or an empty list."""
+    found = []
+    if not patch.files:
+        found.append("it holds no diff")
+    for diff in patch.files:
+        has_old = any(line.startswith("--- ") for line in diff.header)
+        has_new = any(line.startswith("+++ ") for line in diff.header)
+        if has_old != has_new or (has_old and not diff.hunks):
+            found.append(f"the header of {diff.path or diff.header[0]} is cut short")
+        for number, hunk in enumerate(diff.hunks, start=1):
+            if not hunk.complete:
+                found.append(f"hunk {number} of {diff.path} ({hunk.header}) is cut short")
+    return found
 
 
 def read(path):

@@ -4,9 +4,11 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .errors import SeriesError
@@ -37,6 +39,30 @@ def interpreter(work, requirements, given=None, *, log=print):
     return ensure_venv(work, requirements, log=log)
 
 
+def pinned_count(requirements):
+    """How many packages a requirements file pins (one `name==version` line each)."""
+    text = Path(requirements).read_text(encoding="utf-8")
+    return sum(1 for line in text.splitlines() if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*==", line))
+
+
+def _pip_error(log_path):
+    """The line of pip's log that says what went wrong."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return errors[0] if errors else (lines[-1] if lines else "no output")
+
+
+def _shown(path):
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return rel if not rel.startswith("..") else str(path)
+
+
 def ensure_venv(work, requirements, *, log=print):
     """Return the interpreter of `<work>/venv-<key>`, building it first when needed.
 
@@ -53,7 +79,8 @@ def ensure_venv(work, requirements, *, log=print):
         log(f"removing incomplete virtualenv {venv_dir}")
         shutil.rmtree(venv_dir)
     venv_dir.parent.mkdir(parents=True, exist_ok=True)
-    log(f"building the test virtualenv {venv_dir} from {requirements.name} (once)")
+    started = time.monotonic()
+    log(f"venv: creating {venv_dir} (once, for {requirements.name})")
     proc = subprocess.run(
         [sys.executable, "-m", "venv", str(venv_dir)], capture_output=True, text=True, stdin=subprocess.DEVNULL
     )
@@ -64,15 +91,21 @@ def ensure_venv(work, requirements, *, log=print):
             f"cannot create a virtualenv with {sys.executable} (on Debian/Ubuntu: apt install python3-venv): "
             f"{detail[-1] if detail else 'no output'}"
         )
+    # pip's output (a hundred lines) goes to a log file; the console gets one line per stage.
+    log_path = Path(work) / "logs" / f"pip-{key}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    count = pinned_count(requirements)
+    log(f"venv: installing {count} pinned package(s) with pip, log {_shown(log_path)} ...")
     cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
     cmd += ["-r", str(requirements)]
-    # pip's output goes to our stderr: the first build takes a while and the user should see why.
-    proc = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr, stdin=subprocess.DEVNULL)
+    with open(log_path, "w", encoding="utf-8") as fh:
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         raise SeriesError(
-            f"installing {requirements} into {venv_dir} failed (pip exit {proc.returncode}, output above); "
-            "it is rebuilt on the next run"
+            f"installing {requirements.name} into {venv_dir} failed (pip exit {proc.returncode}): "
+            f"{_pip_error(log_path)}; full log {log_path}; it is rebuilt on the next run"
         )
+    log(f"venv: done in {time.monotonic() - started:.0f}s")
     info = {"requirements": str(requirements), "key": key, "python": platform.python_version()}
     (venv_dir / MARKER).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return python

@@ -18,6 +18,8 @@ from pathlib import Path
 from . import base as base_mod
 from .errors import SeriesError
 from .git import GitError, Repo
+from .runners import run_pytest
+from .statuses import RunStatus
 
 
 STATES = ("passed", "failed", "skipped", "error")
@@ -127,8 +129,6 @@ def _tree(ctx, target, scratch):
 def run(ctx, target, scratch, commits, spec, *, python, device, timeout):
     """Run the target's `upstream_tests` from `spec` on each of `commits` ({"base": id, "series": id}) of
     the scratch repository. Returns a dict for the report."""
-    from .verify import run_pytest  # (verify imports this module)
-
     root = fetch_tests(ctx, spec, target)
     files = [f for f in target.upstream_tests if (root / f).is_file()]
     missing = [f for f in target.upstream_tests if f not in files]
@@ -167,7 +167,7 @@ def run(ctx, target, scratch, commits, spec, *, python, device, timeout):
             device=device,
             log_stem=logs / f"upstream-tests.{state}",
             timeout=timeout,
-            expect="green",
+            expect=RunStatus.GREEN,
             extra_env=ENV,
         )
         found[state] = outcomes(Path(f"{logs / f'upstream-tests.{state}'}.xml"))

@@ -15,6 +15,15 @@ def file_digest(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def tool_digest():
+    """The tool's own code: a change to any of its modules may change an outcome."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(f"{path.relative_to(package)}\0{file_digest(path)}\0".encode())
+    return digest.hexdigest()
+
+
 class RunCache:
     """A folder of pytest outcomes keyed by everything that decides them.
 

@@ -4,21 +4,43 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import manifest as manifest_mod
-from .base import BASE_TAG
-from .checkout import default_dir
-from .errors import SeriesError
-from .git import Repo
+from .. import manifest as manifest_mod
+from ..base import BASE_TAG
+from ..errors import SeriesError
+from ..git import Repo
 
 
-def run(ctx, args):
+NAME = "export"
+HELP = "regenerate patches/<target>/*.patch and the manifest list from a checkout"
+DESCRIPTION = f"""\
+{HELP}.
+
+One `git format-patch` file per commit of series/base..HEAD, with fixed options, so an unchanged
+commit gives the same bytes; files of commits that are gone are removed, and the target's
+`patches = [...]` list in the manifest is rewritten in place. Refuses a checkout with uncommitted
+changes, merges or an unfinished git am/rebase.
+
+example:
+  python3 scripts/series.py export --target transformers
+
+exit status: 0 exported; 2 bad input (not a checkout made by `checkout`, uncommitted changes, ...)."""
+NEEDS_GIT = True
+NEEDS_WORK = True
+
+
+def add_arguments(p):
+    p.add_argument("--target", help="target (default: the one the checkout was made for, else the first)")
+    p.add_argument("--dir", help="the checkout (default: <work>/checkouts/<target>)")
+
+
+def run(args, ctx):
     dest = Path(args.dir).resolve() if args.dir else None
     if dest is not None and args.target is None and Repo(dest).is_work_tree():
         recorded = Repo(dest).config("series.target")
         target = ctx.manifest.target(recorded) if recorded else ctx.manifest.default_target()
     else:
         target = ctx.manifest.default_target(args.target)
-    dest = dest or default_dir(ctx, target)
+    dest = dest or ctx.checkout_dir(target)
     repo = Repo(dest, isolated=True)
     if not dest.is_dir() or not repo.is_work_tree():
         raise SeriesError(f"{dest} is not a git checkout; make one with `series.py checkout --target {target.name}`")

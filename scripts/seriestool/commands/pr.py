@@ -8,12 +8,35 @@ line, then the markdown body.
 import re
 import textwrap
 
-from . import base as base_mod
-from . import patchfile, reports
-from .archive import sha256_file
-from .errors import SeriesError
-from .manifest import find_patch
-from .verify import is_test_file
+from .. import base as base_mod
+from .. import patchfile, reports
+from ..archive import sha256_file
+from ..errors import SeriesError
+from ..manifest import find_patch
+from ..results import is_test_file
+
+
+NAME = "pr"
+HELP = "print the title and body of an upstream pull request for one patch"
+DESCRIPTION = f"""\
+{HELP}.
+
+The first line is the title (the commit subject), then a blank line, then the markdown body in the
+upstream PR template: the commit message, `Fixes` lines, the test files the patch adds and how to run
+them, the result of the last `verify` of that patch (when it passed, for this version of the patch),
+the "Before submitting" checklist and the target's reviewers.
+
+example:
+  python3 scripts/series.py pr 0001 --target transformers > /tmp/pr-0001.md
+
+exit status: 0 printed; 2 unknown target or patch."""
+NEEDS_GIT = False
+NEEDS_WORK = False
+
+
+def add_arguments(p):
+    p.add_argument("name", metavar="NAME", help="the patch: its number (0001), file name, or name without .patch")
+    p.add_argument("--target", help="target in the manifest (default: the first)")
 
 
 FIXES = re.compile(r"^(?:fixes|closes|resolves):?\s+(\S+)\s*$", re.IGNORECASE)
@@ -169,7 +192,7 @@ def render(ctx, target, name):
     return "\n".join(out).rstrip("\n")
 
 
-def run(ctx, args):
+def run(args, ctx):
     target = ctx.manifest.default_target(args.target)
     name = find_patch(target, args.name)
     ctx.out(render(ctx, target, name))

@@ -2,20 +2,45 @@
 
 from pathlib import Path
 
-from .checkout import am_failure
-from .errors import SeriesError
-from .git import Repo
-from .manifest import check_patch_files
-from .upstream import landed
+from ..am import am_failure, check_patches
+from ..errors import SeriesError
+from ..git import Repo
+from ..placement import landed
 
 
-def run(ctx, args):
+NAME = "apply"
+HELP = "apply the series to an existing clone on a new branch (all or nothing)"
+DESCRIPTION = f"""\
+{HELP}.
+
+The clone must have a clean work tree. Patches its HEAD already holds (landed upstream) are skipped;
+the others go in with `git am --3way`, one commit each, on a new branch. When one does not apply, the
+clone is left exactly as it was (branch deleted, original branch checked out).
+
+example:
+  python3 scripts/series.py apply --repo ~/src/transformers --branch trainer-series
+
+exit status: 0 branch made; 2 bad input (dirty clone, existing branch, a patch that does not apply):
+nothing changed."""
+NEEDS_GIT = True
+NEEDS_WORK = True
+
+
+def add_arguments(p):
+    p.add_argument("--repo", required=True, metavar="PATH", help="the clone (clean work tree)")
+    p.add_argument("--branch", metavar="NAME", help="new branch (default: series/<target>)")
+    p.add_argument("--target", help="target in the manifest (default: the first)")
+
+
+def run(args, ctx):
     target = ctx.manifest.default_target(args.target)
-    check_patch_files(target)
+    check_patches(target)
     path = Path(args.repo).expanduser().resolve()
     if not path.is_dir():
         raise SeriesError(f"{path} is not a folder")
     repo = Repo(path)
+    if repo.is_bare():
+        raise SeriesError(f"{path} is a bare git repository (no work tree); apply needs a clone with a work tree")
     if not repo.is_work_tree():
         raise SeriesError(f"{path} is not a git repository")
     repo = Repo(repo.toplevel())

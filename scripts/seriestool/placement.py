@@ -7,29 +7,15 @@ Statuses, in the JSON report's `base_status`: clean, 3-way, conflict, already-up
 fixed-differently; the last two are news, not failures.
 """
 
-import hashlib
 import os
-import shutil
-import tarfile
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import fetch, patchfile
+from . import patchfile
+from .am import am_failure
 from .archive import sha256_file
-from .checkout import am_failure
-from .errors import SeriesError
-
-
-CLEAN = "clean"
-THREE_WAY = "3-way"
-CONFLICT = "conflict"
-ALREADY_UPSTREAM = "already-upstream"
-FIXED_DIFFERENTLY = "fixed-differently"
-# Nothing for a maintainer to do in the series but drop the patch: not a failure of `verify`.
-INFORMATIONAL = (ALREADY_UPSTREAM, FIXED_DIFFERENTLY)
-
-PREIMAGES_REF = "refs/series/preimages"
+from .preimages import load_preimages
+from .statuses import BaseStatus, RunStatus
 
 
 @dataclass
@@ -55,7 +41,7 @@ class Conflict:
 
 @dataclass
 class Placement:
-    status: str
+    status: BaseStatus
     conflicts: list = field(default_factory=list)  # Conflict, for CONFLICT
 
 
@@ -67,18 +53,18 @@ def place(repo, patch, *, preimages=None):
     merge is tried, to make the blobs the patch was made against available.
     """
     if repo.apply_check(patch, reverse=True):
-        return Placement(ALREADY_UPSTREAM)
+        return Placement(BaseStatus.ALREADY_UPSTREAM)
     if repo.apply_check(patch):
         proc = repo.am([patch], committer_date_is_author_date=True)
         if proc.returncode == 0:
-            return Placement(CLEAN)
+            return Placement(BaseStatus.CLEAN)
         repo.am_abort()
     if preimages is not None:
         preimages()
     proc = repo.am([patch], three_way=True, committer_date_is_author_date=True)
     if proc.returncode == 0:
-        return Placement(THREE_WAY)
-    return Placement(CONFLICT, conflicts=_conflicts(repo, patch, proc))
+        return Placement(BaseStatus.THREE_WAY)
+    return Placement(BaseStatus.CONFLICT, conflicts=_conflicts(repo, patch, proc))
 
 
 def landed(repo, commit, patch_files, scratch_dir):
@@ -187,8 +173,9 @@ class Placing:
         self._preimages_tried = False
 
     def _preimages(self):
-        # A moved base lacks the blobs a 3-way merge needs; load them once, when a patch first needs them.
-        if self.moved and not self._preimages_tried:
+        # A moved base (or a moved pin) lacks the blobs a 3-way merge needs; load them once, when a patch first
+        # needs them.
+        if not self._preimages_tried:
             self._preimages_tried = True
             problem = load_preimages(self.repo, self.target, self.ctx.downloads, self.ctx.log)
             if problem is not None:
@@ -197,22 +184,24 @@ class Placing:
                     self.notes.append(problem)
 
     def place(self, res, patch, *, checked, stem, in_base=False):
-        """Fill in `res` (a verify.PatchResult) for `patch`, put on HEAD (clean work tree).
+        """Fill in `res` (a results.PatchResult) for `patch`, put on HEAD (clean work tree).
 
         `in_base`: the base already holds it (see `landed`). Returns True when the patch went in
         (committed on top of HEAD). Otherwise the work tree may hold the patch's test files: reset it.
         """
         res.sha256 = sha256_file(patch)
         res.skipped_before = list(self.left_out)
-        placement = Placement(ALREADY_UPSTREAM) if in_base else place(self.repo, patch, preimages=self._preimages)
+        placement = (
+            Placement(BaseStatus.ALREADY_UPSTREAM) if in_base else place(self.repo, patch, preimages=self._preimages)
+        )
         res.base_status = placement.status
         res.conflicts = placement.conflicts
         res.conflict_files = [c.file for c in placement.conflicts]
-        if placement.status in (CLEAN, THREE_WAY):
+        if placement.status.went_in:
             if res.skipped_before:
                 res.notes.append(f"checked without {', '.join(res.skipped_before)}, which did not apply")
             return True
-        if placement.status == ALREADY_UPSTREAM:
+        if placement.status == BaseStatus.ALREADY_UPSTREAM:
             res.notes.append("already upstream (the base has the whole patch): drop it from the series")
             return False
         self.left_out.append(res.name)
@@ -234,76 +223,17 @@ class Placing:
             tests = "its test files could not be put on the base"
         else:
             res.red = self.run_red(res.test_files, stem)
-            if res.red.status == "not-red":
-                res.base_status = FIXED_DIFFERENTLY
+            if res.red.status == RunStatus.NOT_RED:
+                res.base_status = BaseStatus.FIXED_DIFFERENTLY
                 res.notes.append(
                     f"fixed upstream differently: it conflicts ({where}) but its tests pass without it; "
                     "drop it from the series once upstream's fix is checked"
                 )
                 return
-            tests = "its tests still fail without it" if res.red.status == "red" else f"its tests are {res.red.status}"
+            tests = (
+                "its tests still fail without it"
+                if res.red.status == RunStatus.RED
+                else f"its tests are {res.red.status}"
+            )
         later = "; left out, later patches tried without it" if res.index < len(self.target.patches) else ""
         res.problems.append(f"conflicts with the base{tried}: {where}; {tests}{later}")
-
-
-# -- the blobs a 3-way merge needs --------------------------------------------------------------------
-
-
-def preimages_key(target):
-    digest = hashlib.sha256(target.sha256.encode())
-    for path in target.patch_paths():
-        digest.update(Path(path).read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def load_preimages(repo, target, downloads, log):
-    """Store, in `repo`, the blobs of the files the series touches: as in the pinned sdist and after each patch.
-
-    A base fetched from a git URL or another clone (shallow) lacks the blobs the patches were made
-    against, which `git am --3way` needs to merge a patch into a file that has moved on. They are
-    taken from the pinned sdist (the download cache, or pip) and kept under `refs/series/preimages`.
-    Returns None, or why they could not be loaded.
-    """
-    key = preimages_key(target)
-    if repo.config("series.preimages") == key and repo.rev(PREIMAGES_REF):
-        return None
-    try:
-        sdist = fetch.fetch_sdist(target.package, target.version, target.sha256, downloads, log=log)
-    except SeriesError as exc:
-        return f"no 3-way merges: the pinned sdist is not available ({exc})"
-    wanted = set()
-    for path in target.patch_paths():
-        wanted.update(patchfile.read(path).paths())
-    tmp = Path(tempfile.mkdtemp(prefix=".preimages-", dir=repo.git_dir()))
-    try:
-        entries = []
-        with tarfile.open(sdist, "r:*") as tar:
-            for number, member in enumerate(tar):
-                name = member.name.split("/", 1)[1] if "/" in member.name else ""
-                if name not in wanted or not member.isreg():
-                    continue
-                blob = tmp / f"{number}.blob"
-                with tar.extractfile(member) as src, open(blob, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-                mode = "100755" if member.mode & 0o111 else "100644"
-                entries.append((mode, blob, name))
-        env = {"GIT_INDEX_FILE": str(tmp / "index")}
-        ids = repo.out("hash-object", "-w", "--no-filters", "--", *[str(e[1]) for e in entries]).split()
-        info = "".join(f"{mode} {blob} 0\t{name}\n" for (mode, _, name), blob in zip(entries, ids, strict=True))
-        repo.run("update-index", "--add", "--index-info", input=info, env=env)
-        commit = None
-        for path in target.patch_paths():
-            if not repo.ok("apply", "--cached", str(Path(path).resolve()), env=env):
-                break
-            tree = repo.out("write-tree", env=env)
-            parents = ["-p", commit] if commit else []
-            commit = repo.out("commit-tree", tree, *parents, "-m", f"preimages: {Path(path).name}")
-        if commit is None:
-            return "no 3-way merges: the series does not apply to the pinned sdist"
-        repo.run("update-ref", PREIMAGES_REF, commit)
-        repo.run("config", "series.preimages", key)
-    except (OSError, tarfile.TarError) as exc:
-        return f"no 3-way merges: cannot read the pinned sdist ({exc})"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return None

@@ -1,0 +1,78 @@
+"""`git am` of a series: one run for many patches, and what to say when a patch does not go in."""
+
+import re
+from pathlib import Path
+
+from . import patchfile
+from .errors import SeriesError
+from .git import Repo
+from .manifest import check_patch_files
+
+
+def am_series(repo, target, patch_names, *, keep=False):
+    """`git am` the patches in one run, one commit each.
+
+    Returns (None, None), or (name of the failed patch, paths that conflict or do not apply). The
+    failed `git am` is aborted unless `keep`, which leaves it stopped at that patch.
+    """
+    if not patch_names:
+        return None, None
+    start = repo.head()
+    paths = [target.patch_path(name) for name in patch_names]
+    proc = repo.am(paths, three_way=True, committer_date_is_author_date=True)
+    if proc.returncode == 0:
+        return None, None
+    done = len(repo.commits(f"{start}..HEAD"))
+    return patch_names[done], am_failure(repo, paths[done], proc, abort=not keep)
+
+
+_FAILED_PATH = [
+    re.compile(r"^error: patch failed: (.+):\d+$"),
+    re.compile(r"^error: (.+): (?:does not exist in index|patch does not apply|already exists in .+)$"),
+    re.compile(r"sha1 information is lacking or useless \((.+)\)\.$"),
+    re.compile(r"^error: invalid object [0-7]+ [0-9a-f]+ for '(.+)'$"),
+    re.compile(r"^CONFLICT \(.+\): Merge conflict in (.+)$"),
+]
+
+
+def am_failure(repo, patch, proc, *, abort=True):
+    """After a failed `git am`: the paths that conflict or do not apply; then abort it (unless told not to)."""
+    files = repo.unmerged_paths() or repo.failing_paths(patch) or _failed_paths(proc.stdout + proc.stderr)
+    if abort:
+        repo.am_abort()
+    return files
+
+
+def _failed_paths(output):
+    """Paths named by git am / git apply failure messages, in order."""
+    paths = []
+    for line in output.splitlines():
+        for pattern in _FAILED_PATH:
+            match = pattern.search(line.strip())
+            if match and match.group(1) not in paths:
+                paths.append(match.group(1))
+                break
+    return paths
+
+
+def check_patches(target):
+    """Error out when a listed patch file is missing or corrupt (truncated, cut, not a patch), before any git am
+    could report it as a patch that does not apply."""
+    check_patch_files(target)
+    for name in target.patches:
+        path = Path(target.patch_path(name)).resolve()
+        why = []
+        try:
+            why = patchfile.problems(patchfile.read(path))
+        except (UnicodeDecodeError, ValueError) as exc:
+            why = [f"it cannot be read ({exc})"]
+        if not why:
+            proc = Repo(path.parent).run("apply", "--numstat", "--", str(path), check=False)
+            if proc.returncode != 0:
+                lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+                why = [("; ".join(lines) or f"git apply exit {proc.returncode}").removeprefix("error: ")]
+        if why:
+            raise SeriesError(
+                f"corrupt patch {name} of {target.name}: {'; '.join(why)} ({path}); restore it from git "
+                "or export it again"
+            )

@@ -1,0 +1,1 @@
+"""One module per command of `scripts/series.py`; only `cli.py` imports them, and none imports another."""

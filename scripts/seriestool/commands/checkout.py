@@ -1,0 +1,151 @@
+"""`checkout`: a git work tree of the base with the series applied, one commit per patch."""
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import base as base_mod
+from ..am import am_series, check_patches
+from ..errors import SeriesError
+from ..git import Repo
+from ..placement import landed
+from ..preimages import load_preimages
+
+
+NAME = "checkout"
+HELP = "make DIR a git checkout of the base with the series applied, one commit per patch"
+DESCRIPTION = f"""\
+{HELP}.
+
+The base is the pinned sdist (default), a clone's HEAD (path:DIR) or a git ref (git:URL@REF); it is
+tagged series/base, and each patch is one commit on the branch `patches`. The checkout is built in a
+staging folder and renamed into place, so DIR is either the old or the new one.
+
+example:
+  python3 scripts/series.py checkout --replace
+  python3 scripts/series.py checkout --target accelerate --base git:https://github.com/huggingface/accelerate.git@main
+
+exit status: 0 checkout made; 1 --stop-at-conflict and git am stopped at a patch (DIR holds it);
+2 bad input (a patch does not apply, DIR not empty without --replace, ...): nothing changed."""
+NEEDS_GIT = True
+NEEDS_WORK = True
+
+
+def add_arguments(p):
+    p.add_argument("--target", help="target in the manifest (default: the first)")
+    p.add_argument("--dir", help="destination (default: <work>/checkouts/<target>)")
+    p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR (a clone's HEAD) or git:URL@REF")
+    p.add_argument("--replace", action="store_true", help="replace an existing non-empty DIR")
+    p.add_argument(
+        "--stop-at-conflict",
+        action="store_true",
+        help="when a patch does not apply, keep DIR with `git am` stopped there (exit 1) to resolve it by hand",
+    )
+
+
+def check_destination(dest, replace):
+    if dest.exists() and not dest.is_dir():
+        raise SeriesError(f"{dest} exists and is not a folder")
+    if dest.is_dir() and any(dest.iterdir()) and not replace:
+        raise SeriesError(f"{dest} exists and is not empty; pass --replace to rebuild it")
+
+
+def clean_leftovers(dest, log):
+    """Remove what an interrupted run left beside `dest`: its staging folder `.<name>.XXXXXXXX` and the old
+    checkout moved aside by --replace, `.<name>.old.XXXXXXXX`. An old checkout whose replacement never
+    arrived (interrupted between the two renames) is put back instead."""
+    if not dest.parent.is_dir():
+        return
+    pattern = re.compile(rf"^\.{re.escape(dest.name)}\.(old\.)?[A-Za-z0-9_]{{8}}$")
+    for path in sorted(dest.parent.iterdir()):
+        match = pattern.match(path.name)
+        if not match or not path.is_dir() or path.is_symlink():
+            continue
+        old = path / "old"
+        if match.group(1) and old.is_dir() and not dest.exists():
+            os.rename(old, dest)
+            log(f"put back {dest}, moved aside by an interrupted `checkout --replace`")
+        else:
+            log(f"removing {path.name}, left beside {dest} by an interrupted checkout")
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run(args, ctx):
+    target = ctx.manifest.default_target(args.target)
+    check_patches(target)
+    spec = base_mod.parse_spec(args.base)
+    base_mod.check_spec(spec)
+    dest = Path(args.dir).resolve() if args.dir else ctx.checkout_dir(target)
+    clean_leftovers(dest, ctx.log)
+    check_destination(dest, args.replace)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        repo_dir = staging / "repo"
+        base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
+        repo = Repo(repo_dir, isolated=True)
+        repo.run("config", "series.base", args.base or "sdist")
+        names = list(target.patches)
+        if spec.kind != "sdist" and target.patches:
+            present = landed(repo, base, target.patch_paths(), ctx.work_dir())
+            names = [name for name in target.patches if target.patch_path(name) not in present]
+            if present:
+                ctx.log(
+                    f"{len(present)} patch(es) already in the base, left out: "
+                    + ", ".join(name for name in target.patches if name not in names)
+                )
+            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
+            if problem:
+                ctx.log(problem)
+        failed, files = am_series(repo, target, names, keep=args.stop_at_conflict and spec.kind != "sdist")
+        if failed and spec.kind == "sdist":
+            # A moved pin: the 3-way merge needs the blobs the patches were made against (an earlier sdist).
+            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
+            if problem:
+                ctx.log(problem)
+            failed, files = am_series(repo, target, names, keep=args.stop_at_conflict)
+        markers = bool(failed) and bool(repo.unmerged_paths())
+        where = f" ({', '.join(files)})" if files else ""
+        if failed and not args.stop_at_conflict:
+            raise SeriesError(f"patch {failed} does not apply on {spec.describe(target)}{where}; no checkout was made")
+        check_destination(dest, args.replace)
+        trash = None
+        if dest.exists():
+            trash = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+            os.rename(dest, trash / "old")
+        try:
+            os.rename(repo_dir, dest)
+        except BaseException:
+            if trash is not None:
+                os.rename(trash / "old", dest)
+            raise
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+    if failed and markers:
+        ctx.out(
+            f"{dest}: git am stopped at {failed}{where}, with conflict markers. Resolve the conflicts there, "
+            "`git add` the files and run `git am --continue` (it applies the remaining patches), then export."
+        )
+        return 1
+    if failed:
+        # No 3-way merge was possible (the blobs the patch was made against are missing): no markers.
+        ctx.out(
+            f"{dest}: git am stopped at {failed}{where}, without conflict markers: the blobs it was made against "
+            "are not in the download cache (check out the previous pin once to get its sdist, then run this "
+            "again). Or apply what applies and get the rest as .rej files:\n"
+            f"  cd {dest} && git am --show-current-patch=diff | git apply --reject --whitespace=nowarn -\n"
+            "then fix the files by hand from each .rej, delete the .rej files, `git add` the files and run "
+            "`git am --continue`; then export."
+        )
+        return 1
+    ctx.out(
+        f"{dest}: {spec.describe(target)} (tag {base_mod.BASE_TAG} = {base[:12]}) "
+        f"+ {len(names)} patch(es) on branch {base_mod.BRANCH}"
+    )
+    return 0

@@ -1,0 +1,55 @@
+"""`selftest`: the tool's own tests (tests/), in the pinned venv."""
+
+import argparse
+import subprocess
+from pathlib import Path
+
+from .. import pyenv
+from ..errors import SeriesError
+
+
+NAME = "selftest"
+HELP = "run the tool's own tests in the pinned venv (extra args go to pytest)"
+DESCRIPTION = f"""\\
+{HELP}.
+
+Builds the pinned venv first when needed (once). Arguments after `--` go to pytest.
+
+examples:
+  python3 scripts/series.py selftest
+  python3 scripts/series.py selftest -- -m "not network"
+  python3 scripts/series.py selftest -- tests/test_cli.py -k usage     # only that file
+
+exit status: that of pytest (0 all passed, 1 a test failed); 2 nothing collected, or bad environment."""
+NEEDS_GIT = False
+NEEDS_WORK = True
+
+
+def add_arguments(p):
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest")
+
+
+def pytest_command(python, repo_root, pytest_args, cwd):
+    """The pytest command line: the whole of tests/ unless the arguments name some of its tests (a file, folder
+    or node id below tests/, relative to `cwd`); those are made absolute, since pytest runs from the repository
+    root."""
+    extra = [a for a in pytest_args if a != "--"]
+    named = []
+    for index, arg in enumerate(extra):
+        if arg.startswith("-"):
+            continue
+        path = Path(cwd, arg.split("::", 1)[0]).resolve()
+        if path.exists() and path.is_relative_to(Path(repo_root, "tests").resolve()):
+            named.append(index)
+            extra[index] = str(path) + (arg[len(arg.split("::", 1)[0]) :])
+    cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider"]
+    return cmd + ([] if named else [str(Path(repo_root) / "tests")]) + extra
+
+
+def run(args, ctx):
+    python = pyenv.ensure_venv(ctx.work, ctx.requirements, log=ctx.log)
+    cmd = pytest_command(python, ctx.repo_root, args.pytest_args, Path.cwd())
+    code = subprocess.run(cmd, cwd=ctx.repo_root, stdin=subprocess.DEVNULL).returncode
+    if code == 5:
+        raise SeriesError("the tool's tests collected nothing")
+    return code

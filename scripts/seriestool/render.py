@@ -1,0 +1,251 @@
+"""What `verify` shows: the console table, the JUnit XML report and the markdown summary, with one set of
+labels (statuses.py)."""
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .statuses import BaseStatus, RunStatus, Verdict
+
+
+WIDTH = 120  # the console table fits in this many columns
+MIN_PATCH = 20  # the patch column is never narrower than this
+
+
+def red_cell(run):
+    """A red run (without the fix), as in both tables: `yes failed/total` or `NO: status failed/total`."""
+    if not run:
+        return "-"
+    if run["status"] == RunStatus.RED:
+        return f"yes {run['failed']}/{run['total']}"
+    if run["total"]:
+        return f"NO: {run['status']} {run['failed']}/{run['total']}"
+    return f"NO: {run['status']}"
+
+
+def green_cell(run):
+    """A green run (with the fix): `yes passed/skipped` or `NO: status passed/skipped`."""
+    if not run:
+        return "-"
+    if run["status"] == RunStatus.GREEN:
+        return f"yes {run['passed']}/{run['skipped']}"
+    return f"NO: {run['status']} {run['passed']}/{run['skipped']}"
+
+
+def style_cell(patch):
+    if patch.get("style") is None:
+        return "-"
+    return "clean" if patch["style_clean"] else "NOT CLEAN"
+
+
+def applies_cell(patch):
+    status = patch.get("base_status")
+    return BaseStatus(status).label if status else "-"
+
+
+def _numbers(names):
+    """`0005-0008` for a run of consecutive patch numbers, `0002,0004` otherwise."""
+    numbers = [name[:4] for name in names]
+    if len(numbers) > 2 and all(n.isdigit() for n in numbers):
+        values = [int(n) for n in numbers]
+        if values == list(range(values[0], values[0] + len(values))):
+            return f"{numbers[0]}-{numbers[-1]}"
+    return ",".join(numbers)
+
+
+def alone_cell(patch):
+    if patch.get("depends_on"):
+        return "needs " + _numbers(patch["depends_on"])
+    alone = patch.get("applies_alone")
+    return "-" if alone is None else ("yes" if alone else "no")
+
+
+def short_name(patch):
+    """`<target> <number>`: how the console names a patch (the JSON report keeps the file name)."""
+    return f"{patch['target']} {patch['name'][:4]}"
+
+
+def _fit(text, width):
+    return text if len(text) <= width else text[: max(width - 3, 0)].rstrip() + "..."
+
+
+def table(patches, width=WIDTH):
+    """The console table of the patches (JSON form), at most `width` columns wide when the patch column can
+    shrink to fit: `<target> <number> <subject>`, the subject cut to what is left."""
+    head = ("patch", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
+    rest = [
+        (
+            applies_cell(p),
+            alone_cell(p),
+            red_cell(p.get("red")),
+            green_cell(p.get("green")),
+            style_cell(p),
+            Verdict(p["verdict"]).label,
+        )
+        for p in patches
+    ]
+    widths = [max(len(row[i]) for row in [head[1:], *rest]) for i in range(len(head) - 1)]
+    room = max(width - sum(widths) - 2 * len(widths), MIN_PATCH)
+    names = []
+    for p in patches:
+        subject = p.get("subject") or p["name"][5:].removesuffix(".patch")
+        names.append(_fit(f"{short_name(p)} {subject}", room))
+    first = max(len(name) for name in [head[0], *names])
+    rows = [head, *[(name, *cells) for name, cells in zip(names, rest, strict=True)]]
+    widths = [first, *widths]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def problem_lines(patches):
+    """The problems and notes under the table, one line each (long ones wrap at the terminal)."""
+    lines = []
+    for p in patches:
+        lines += [f"  {short_name(p)}: {problem}" for problem in p["problems"]]
+        lines += [f"  {short_name(p)}: note: {note}" for note in p.get("notes", [])]
+    return lines
+
+
+def _junit_outcome(res, check, passed, required, detail):
+    """None when the check passed, else ("failure" or "skipped", message, text)."""
+    if res.base_status is not None and BaseStatus(res.base_status).informational:
+        if check == "applies":
+            return "skipped", f"{res.base_status}: {res.notes[0] if res.notes else ''}", ""
+        return "skipped", f"not run: {res.base_status}", ""
+    if not res.applies:
+        if check == "applies":
+            return "failure", "applies failed", "\n".join(res.problems)
+        if check == "red_without_fix" and res.red is not None:
+            return None if passed else ("skipped", f"without the patch: {res.red.status}", "")
+        return "skipped", "not run: the patch does not apply", ""
+    if passed:
+        return None
+    if not res.checked and check not in ("applies", "applies_alone"):
+        return "skipped", "not checked (--patch)", ""
+    if required:
+        return "failure", f"{check} failed", str(detail or "")
+    return "skipped", str(detail), ""
+
+
+def write_junit(path, results, duration):
+    suite = ET.Element("testsuite", name="series-verify", time=f"{duration:.2f}")
+    counts = {"tests": 0, "failures": 0, "skipped": 0}
+    for res in results:
+        checks = [
+            ("applies", res.applies, True, None),
+            (
+                "applies_alone",
+                res.applies_alone,
+                res.hidden_dependency,
+                "; ".join(res.problems) if res.hidden_dependency else "does not apply alone on the bare base",
+            ),
+            ("red_without_fix", res.red_without_fix, True, res.red and res.red.status),
+            ("green_with_fix", res.green_with_fix, True, res.green and res.green.status),
+            (
+                "style_clean",
+                res.style_clean,
+                True,
+                res.style and f"{res.style.check_output}\n{res.style.format_output}",
+            ),
+        ]
+        for check, passed, required, detail in checks:
+            case = ET.SubElement(suite, "testcase", classname=f"{res.target}.{res.name}", name=check)
+            counts["tests"] += 1
+            if check == "applies" and res.base_status == BaseStatus.THREE_WAY:
+                ET.SubElement(case, "system-out").text = "applies with a 3-way merge"
+            outcome = _junit_outcome(res, check, passed, required, detail)
+            if outcome is None:
+                continue
+            kind, message, text = outcome
+            element = ET.SubElement(case, kind, message=message)
+            if text:
+                element.text = text
+            counts["failures" if kind == "failure" else "skipped"] += 1
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("errors", "0")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    Path(path).write_text(ET.tostring(root, encoding="unicode") + "\n", encoding="utf-8")
+
+
+# -- the markdown summary ----------------------------------------------------------------------------
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report):
+    """The report as markdown, for a CI job summary ($GITHUB_STEP_SUMMARY) or a comment."""
+    lines = [f"### Patch series verify: {'OK' if report['ok'] else 'FAILED'}", ""]
+    tools = report.get("tools") or {}
+    lines += ["| target | base | commit |", "|---|---|---|"]
+    for target in report["targets"]:
+        base = target["base"]
+        lines.append(f"| {target['name']} | {_cell(base['describe'])} | `{(base.get('commit') or '')[:12]}` |")
+    lines += [
+        "",
+        f"Device `{report['device']}`, torch {tools.get('torch')}, Python {tools.get('python')}, "
+        f"{report['duration_s']:.0f} s.",
+        "",
+    ]
+    if report["patches"]:
+        lines += [
+            "| patch | applies | alone | red without the fix (failed/total) | green with it (passed/skipped) "
+            "| style | verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for patch in report["patches"]:
+            cells = [
+                f"`{patch['target']}/{patch['name']}`",
+                applies_cell(patch),
+                alone_cell(patch),
+                red_cell(patch.get("red")),
+                green_cell(patch.get("green")),
+                style_cell(patch),
+                Verdict(patch["verdict"]).label,
+            ]
+            cells = [f"**{c}**" if c in ("FAIL", "NOT CLEAN", "CONFLICT") or c.startswith("NO:") else c for c in cells]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("")
+    problems = [(p, text) for p in report["patches"] for text in p["problems"]]
+    if problems:
+        lines += ["**Needs a maintainer:**", ""]
+        lines += [f"- `{p['target']}/{p['name']}`: {_cell(text)}" for p, text in problems]
+        lines.append("")
+    notes = [(t["name"], text) for t in report["targets"] for text in t.get("notes", [])]
+    notes += [(f"{p['target']}/{p['name']}", text) for p in report["patches"] for text in p.get("notes", [])]
+    if notes:
+        lines += ["**Notes:**", ""]
+        lines += [f"- `{where}`: {_cell(text)}" for where, text in notes]
+        lines.append("")
+    for part in report.get("upstream_tests", []):
+        lines += [
+            f"**Upstream tests of {part['target']}** ({len(part['files'])} file(s) from `{_cell(part['spec'])}`): "
+            + ("no regression" if part["ok"] else f"**{len(part['regressions'])} regression(s)**"),
+            "",
+            "| tree | passed | failed | skipped | error | time |",
+            "|---|---|---|---|---|---|",
+        ]
+        for state, c in part["states"].items():
+            cells = [state, *(str(c[name]) for name in ("passed", "failed", "skipped", "error"))]
+            lines.append("| " + " | ".join(cells) + f" | {c['duration_s']:.0f} s |")
+        lines.append("")
+        lines += [
+            f"- regression `{_cell(r['id'])}`: {r['base']} on the base, {r['series']} with the series"
+            for r in part["regressions"]
+        ]
+        lines += [f"- {_cell(problem)}" for problem in part["problems"]]
+        if part["regressions"] or part["problems"]:
+            lines.append("")
+    if not report["patches"]:
+        lines += ["No patches to verify.", ""]
+    return "\n".join(lines)
+
+
+def append_markdown(path, report):
+    """Append the markdown summary to `path` (appending is what $GITHUB_STEP_SUMMARY expects)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(markdown(report) + "\n")

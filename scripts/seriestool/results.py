@@ -1,0 +1,119 @@
+"""The report model of `verify`: one pytest run, one style check, one patch's result and verdict."""
+
+from dataclasses import asdict, dataclass, field
+
+from .statuses import BaseStatus, RunStatus, Verdict
+
+
+SCHEMA_VERSION = 2
+
+
+def is_test_file(path):
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+@dataclass
+class PytestRun:
+    """One pytest run. `status` for red: red, not-red, skipped, import-only, error, timeout, no-tests;
+    for green: green, failed, error, timeout, no-tests (statuses.RunStatus)."""
+
+    status: RunStatus
+    exit_code: int | None = None
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    total: int = 0
+    failing: list = field(default_factory=list)
+    duration_s: float = 0.0
+    log: str | None = None
+    output_tail: str = ""
+    cached: bool = False  # the outcome of an earlier identical run (see runcache.py)
+
+
+@dataclass
+class Style:
+    clean: bool
+    files: list = field(default_factory=list)
+    check_exit: int | None = None
+    check_output: str = ""
+    format_exit: int | None = None
+    format_output: str = ""
+
+
+@dataclass
+class PatchResult:
+    name: str
+    target: str
+    index: int
+    applies: bool = False
+    applies_alone: bool | None = None
+    checked: bool = True
+    red: PytestRun | None = None
+    green: PytestRun | None = None
+    style: Style | None = None
+    test_files: list = field(default_factory=list)
+    conflict_files: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    verdict: Verdict = Verdict.FAIL
+    base_status: BaseStatus | None = None  # see placement.py
+    conflicts: list = field(default_factory=list)  # placement.Conflict
+    skipped_before: list = field(default_factory=list)  # earlier patches left out (they conflict)
+    notes: list = field(default_factory=list)  # informational, not failures
+    sha256: str = ""
+    subject: str = ""  # the commit subject
+    depends_on: list = field(default_factory=list)  # earlier patches it needs, from the manifest
+    hidden_dependency: bool = False  # needs an earlier patch the manifest does not record
+
+    @property
+    def red_without_fix(self):
+        return self.red is not None and self.red.status == RunStatus.RED
+
+    @property
+    def green_with_fix(self):
+        return self.green is not None and self.green.status == RunStatus.GREEN
+
+    @property
+    def style_clean(self):
+        return self.style is not None and self.style.clean
+
+    def decide(self):
+        if self.base_status is not None and BaseStatus(self.base_status).informational:
+            self.verdict = Verdict.UPSTREAM
+        elif not self.applies or self.hidden_dependency:
+            self.verdict = Verdict.FAIL
+        elif not self.checked:
+            self.verdict = Verdict.NOT_CHECKED
+        else:
+            ok = self.red_without_fix and self.green_with_fix and self.style_clean
+            self.verdict = Verdict.OK if ok else Verdict.FAIL
+        return self.verdict
+
+    def to_json(self):
+        return {
+            "name": self.name,
+            "target": self.target,
+            "index": self.index,
+            "sha256": self.sha256,
+            "subject": self.subject,
+            "verdict": self.verdict,
+            "ok": self.verdict == Verdict.OK,
+            "base_status": self.base_status,
+            "applies": self.applies,
+            "applies_alone": self.applies_alone,
+            "depends_on": self.depends_on,
+            "red_without_fix": self.red_without_fix,
+            "green_with_fix": self.green_with_fix,
+            "style_clean": self.style_clean,
+            "test_files": self.test_files,
+            "conflict_files": self.conflict_files,
+            "conflicts": [asdict(c) for c in self.conflicts],
+            "skipped_before": self.skipped_before,
+            "red": asdict(self.red) if self.red else None,
+            "green": asdict(self.green) if self.green else None,
+            "style": asdict(self.style) if self.style else None,
+            "hidden_dependency": self.hidden_dependency,
+            "problems": self.problems,
+            "notes": self.notes,
+        }

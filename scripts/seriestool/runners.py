@@ -1,0 +1,219 @@
+"""The pytest and ruff runs of `verify`: each in its own process group, its output in a log file."""
+
+import os
+import signal
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict
+from pathlib import Path
+
+from .git import Repo
+from .results import PytestRun, Style
+from .statuses import RunStatus
+
+
+IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+TAIL_LINES = 40
+
+
+def _parse_junit(path):
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    failing, kinds = [], []
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return counts, failing, kinds
+    for case in root.iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        case_id = f"{classname}::{name}" if classname else name  # a collection error has no class name
+        failure, error = case.find("failure"), case.find("error")
+        if failure is not None:
+            counts["failed"] += 1
+            failing.append(case_id)
+            kinds.append((failure.get("message") or "").split(":", 1)[0].strip())
+        elif error is not None:
+            counts["errors"] += 1
+            failing.append(case_id)
+        elif case.find("skipped") is not None:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return counts, failing, kinds
+
+
+def stop_group(proc, grace=3.0):
+    """Stop `proc` and every process of its process group (it was started in its own session): SIGTERM, then
+    SIGKILL for whatever is left after `grace` seconds. A second Ctrl-C while waiting still ends in SIGKILL."""
+    try:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the members that outlived the leader, too
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def run_logged(cmd, *, cwd, env, log_path, timeout):
+    """Run a command in its own process group with output to `log_path`; returns (exit code or None on
+    timeout, seconds). On a timeout, Ctrl-C or any other exception, the whole group is stopped first."""
+    start = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_group(proc, grace=0)
+            code = None
+        except BaseException:
+            stop_group(proc)
+            raise
+    return code, round(time.monotonic() - start, 2)
+
+
+def _tail(path, lines=TAIL_LINES):
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_pytest(
+    *, python, repo_dir, source_dir, files, device, log_stem, timeout, expect, extra_paths=(), extra_env=None
+):
+    """Run pytest on `files` in the checkout; classify the outcome as a red or a green run (`expect`).
+
+    `extra_paths` go on PYTHONPATH after the checkout's sources (e.g. a patched companion package)."""
+    log_path = Path(f"{log_stem}.log")
+    junit = Path(f"{log_stem}.xml")
+    junit.unlink(missing_ok=True)
+    env = dict(os.environ)
+    for key in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOME"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(repo_dir) / source_dir), *map(str, extra_paths)])
+    env["PYTHONUNBUFFERED"] = "1"
+    # Keep bytecode in the (tool-owned) checkouts between runs, minus that of changed files: without it every
+    # pytest run and every process a test starts compiles the target's modules again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    for repo, tree in source_trees(repo_dir, extra_paths):
+        drop_stale_bytecode(repo, tree)
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(extra_env or {})
+    cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfE", f"--junitxml={junit}", *files]
+    code, seconds = run_logged(cmd, cwd=repo_dir, env=env, log_path=log_path, timeout=timeout)
+    counts, failing, kinds = _parse_junit(junit)
+    run = PytestRun(
+        status=RunStatus.ERROR, exit_code=code, duration_s=seconds, log=str(log_path), failing=failing, **counts
+    )
+    run.total = sum(counts.values())
+    if code is None:
+        run.status = RunStatus.TIMEOUT
+    elif code == 5:
+        run.status = RunStatus.NO_TESTS
+    elif expect == RunStatus.RED:
+        if code == 1 and run.failed:
+            real = [kind for kind in kinds if kind not in IMPORT_ERRORS]
+            run.status = RunStatus.RED if real else RunStatus.IMPORT_ONLY
+        elif code == 0:
+            run.status = RunStatus.NOT_RED if run.passed else RunStatus.SKIPPED
+    else:
+        if code == 0:
+            run.status = RunStatus.GREEN
+        elif code == 1:
+            run.status = RunStatus.FAILED
+    if run.status not in (RunStatus.RED, RunStatus.GREEN):
+        run.output_tail = _tail(log_path)
+    return run
+
+
+def source_trees(repo_dir, extra_paths=()):
+    """The git work trees a pytest run imports from (the checkout, and those of `extra_paths`), each with the
+    id of the tree it holds (its index, which the tool keeps equal to the files)."""
+    repos = [Repo(repo_dir, isolated=True)]
+    for path in extra_paths:
+        repo = Repo(path, isolated=True)
+        if repo.is_work_tree():
+            repos.append(Repo(repo.toplevel(), isolated=True))
+    return [(repo, repo.out("write-tree")) for repo in repos]
+
+
+def drop_stale_bytecode(repo, tree):
+    """Delete the compiled bytecode of the `.py` files that changed since the last run in this checkout.
+
+    Python trusts a `__pycache__` file while the source's size and mtime in whole seconds match, and the
+    checkout moves between versions of a file faster than that. So the tree each run saw is recorded,
+    and only the bytecode of files that differ from it is dropped (all of it when nothing is recorded).
+    """
+    record = repo.git_dir() / "series-bytecode-tree"
+    try:
+        previous = record.read_text(encoding="utf-8").strip()
+    except OSError:
+        previous = ""
+    if previous != tree:
+        changed = None
+        if previous and repo.ok("cat-file", "-e", f"{previous}^{{tree}}"):
+            changed = repo.out("diff", "--name-only", "--no-renames", "-z", previous, tree).split("\0")
+        if changed is None:
+            stale = list(repo.path.rglob("__pycache__/*.pyc"))
+        else:
+            stale = []
+            for path in (repo.path / name for name in changed if name.endswith(".py")):
+                stale += path.parent.glob(f"__pycache__/{path.stem}.*.pyc")
+        for pyc in stale:
+            pyc.unlink(missing_ok=True)
+    record.write_text(tree + "\n", encoding="utf-8")
+
+
+def cached_pytest(cache, **kwargs):
+    """`run_pytest`, or the outcome of an earlier run of the same tests on the same trees (see runcache.py)."""
+    if cache is None:
+        return run_pytest(**kwargs)
+    key = cache.key(
+        trees=[tree for _, tree in source_trees(kwargs["repo_dir"], kwargs.get("extra_paths", ()))],
+        expect=kwargs["expect"],
+        files=kwargs["files"],
+        source_dir=kwargs["source_dir"],
+    )
+    outcome = cache.get(key, Path(f"{kwargs['log_stem']}.log"))
+    if outcome is not None:
+        return PytestRun(**dict(outcome, cached=True))
+    run = run_pytest(**kwargs)
+    if run.status == kwargs["expect"]:
+        cache.put(key, asdict(run))
+    return run
+
+
+def run_style(python, repo_dir, files):
+    """ruff check and ruff format --check on `files`, from the checkout root (its own config)."""
+    if not files:
+        return Style(clean=True)
+    ruff = [str(python), "-m", "ruff"]
+    opts = {"cwd": repo_dir, "capture_output": True, "text": True, "stdin": subprocess.DEVNULL}
+    check = subprocess.run([*ruff, "check", "--no-cache", "--", *files], **opts)
+    fmt = subprocess.run([*ruff, "format", "--check", "--no-cache", "--", *files], **opts)
+    return Style(
+        clean=check.returncode == 0 and fmt.returncode == 0,
+        files=list(files),
+        check_exit=check.returncode,
+        check_output=(check.stdout + check.stderr).strip(),
+        format_exit=fmt.returncode,
+        format_output=(fmt.stdout + fmt.stderr).strip(),
+    )

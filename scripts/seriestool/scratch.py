@@ -1,0 +1,50 @@
+"""The scratch repository `verify` puts the patches on: a tool-owned checkout of the base, reused between runs."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import base as base_mod
+from .git import Repo
+
+
+def _spec_key(spec, target):
+    return base_mod.key_of(spec, target) or f"{spec.kind}:{spec.location}@{spec.ref}"
+
+
+def prepare_scratch(ctx, target, spec):
+    """A tool-owned checkout of the base under <work>/verify/<target>, reused between runs."""
+    path = ctx.work / "verify" / target.name
+    key = _spec_key(spec, target)
+    clean_leftovers(ctx, target)
+    repo = Repo(path, isolated=True)
+    if path.is_dir() and repo.is_work_tree() and repo.config("series.basekey") == key:
+        if repo.operation_in_progress():
+            repo.am_abort()
+        base = base_mod.fetch_into(repo, spec) if spec.kind != "sdist" else repo.rev(base_mod.BASE_TAG)
+        if base is not None:
+            repo.run("tag", "-f", base_mod.BASE_TAG, base)
+            repo.reset_hard(base)
+            return repo, base
+    # Made beside the old one, which is replaced only once the new one is whole: a base that cannot be made
+    # (no such path, an unreachable URL) leaves the old scratch checkout as it was.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=path.parent))
+    try:
+        base = base_mod.create(target, spec, staging / "repo", downloads=ctx.downloads, log=ctx.log)
+        Repo(staging / "repo", isolated=True).run("config", "series.basekey", key)
+        if path.exists() or path.is_symlink():
+            os.rename(path, staging / "old")
+        os.rename(staging / "repo", path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return Repo(path, isolated=True), base
+
+
+def clean_leftovers(ctx, target):
+    """Staging folders of an interrupted run beside the scratch checkout of `target`."""
+    folder = ctx.work / "verify"
+    if folder.is_dir():
+        for path in folder.glob(f".{target.name}.*"):
+            shutil.rmtree(path, ignore_errors=True)

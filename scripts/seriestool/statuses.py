@@ -1,0 +1,68 @@
+"""Every status `verify` reports, as enums whose values are the strings of the JSON report, with the one label
+each has in the console table and in the markdown summary."""
+
+import enum
+
+
+class BaseStatus(enum.StrEnum):
+    """Where a patch stands on a base (`base_status` in the JSON report)."""
+
+    CLEAN = "clean"  # `git apply --check` passes
+    THREE_WAY = "3-way"  # the context moved, `git am --3way` merges it
+    CONFLICT = "conflict"  # it does not go in
+    ALREADY_UPSTREAM = "already-upstream"  # the base holds the whole change
+    FIXED_DIFFERENTLY = "fixed-differently"  # it conflicts, and its tests pass on the base without it
+
+    @property
+    def label(self):
+        return _BASE_LABELS[self]
+
+    @property
+    def informational(self):
+        """Nothing for a maintainer to do in the series but drop the patch: not a failure of `verify`."""
+        return self in (BaseStatus.ALREADY_UPSTREAM, BaseStatus.FIXED_DIFFERENTLY)
+
+    @property
+    def went_in(self):
+        return self in (BaseStatus.CLEAN, BaseStatus.THREE_WAY)
+
+
+_BASE_LABELS = {
+    BaseStatus.CLEAN: "yes",
+    BaseStatus.THREE_WAY: "3-way",
+    BaseStatus.CONFLICT: "CONFLICT",
+    BaseStatus.ALREADY_UPSTREAM: "upstream",
+    BaseStatus.FIXED_DIFFERENTLY: "fixed upstream",
+}
+
+
+class RunStatus(enum.StrEnum):
+    """The outcome of one pytest run (`red.status`, `green.status`)."""
+
+    RED = "red"  # without the fix: real assertion failures
+    GREEN = "green"  # with the fix: every test passes (or skips)
+    NOT_RED = "not-red"  # without the fix the tests pass
+    FAILED = "failed"  # with the fix some tests fail
+    SKIPPED = "skipped"  # every test skipped
+    IMPORT_ONLY = "import-only"  # the only failures are ImportErrors: not a valid red
+    ERROR = "error"  # pytest itself failed (collection error, usage, internal error)
+    TIMEOUT = "timeout"
+    NO_TESTS = "no-tests"
+
+
+class Verdict(enum.StrEnum):
+    """A patch's verdict (`verdict` in the JSON report)."""
+
+    OK = "ok"
+    FAIL = "fail"
+    NOT_CHECKED = "not checked"  # applied, but --patch left its tests out
+    UPSTREAM = "upstream"  # already upstream or fixed there: drop it
+
+    @property
+    def label(self):
+        return "FAIL" if self is Verdict.FAIL else self.value
+
+    @property
+    def passed(self):
+        """Whether the patch needs no maintainer (the exit status of `verify` is 0 for it)."""
+        return self is not Verdict.FAIL
