@@ -101,6 +101,27 @@ NOT_RED = (
         "tests/regress/test_mul.py": "from fakepkg.core import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n",
     },
 )
+# Rewrites the line GOOD adds (its context holds GOOD's `return a + b`): once both landed, GOOD alone no
+# longer reverse-applies on the base.
+TRUNCATE = (
+    "core: truncate add()",
+    {
+        "src/fakepkg/core.py": ("return a + b", "return int(a + b)"),
+        "tests/regress/test_truncate.py": (
+            "from fakepkg.core import add\n\n\ndef test_truncate():\n    assert add(2.5, 0) == 2\n"
+        ),
+    },
+)
+# Another file: independent of the others.
+VERSION = (
+    "fakepkg: add __version__",
+    {
+        "src/fakepkg/__init__.py": ('"""A fake package."""\n', '"""A fake package."""\n\n__version__ = "1.0"\n'),
+        "tests/regress/test_version.py": (
+            'import fakepkg\n\n\ndef test_version():\n    assert getattr(fakepkg, "__version__", None) == "1.0"\n'
+        ),
+    },
+)
 STYLE = (
     "core: add sub()",
     {

@@ -4,29 +4,7 @@ the manifest's `[targets.<name>.depends]`, its validation, and how `verify`, `pr
 import json
 
 import pytest
-from seriesfixtures import GOOD, NOT_RED, git, one_error_line, table_rows
-
-
-# Rewrites the line GOOD adds: once both landed, GOOD alone no longer reverse-applies on the base.
-TRUNCATE = (
-    "core: truncate add()",
-    {
-        "src/fakepkg/core.py": ("return a + b", "return int(a + b)"),
-        "tests/regress/test_truncate.py": (
-            "from fakepkg.core import add\n\n\ndef test_truncate():\n    assert add(2.5, 0) == 2\n"
-        ),
-    },
-)
-# Another file: independent of the others.
-VERSION = (
-    "fakepkg: add __version__",
-    {
-        "src/fakepkg/__init__.py": ('"""A fake package."""\n', '"""A fake package."""\n\n__version__ = "1.0"\n'),
-        "tests/regress/test_version.py": (
-            'import fakepkg\n\n\ndef test_version():\n    assert getattr(fakepkg, "__version__", None) == "1.0"\n'
-        ),
-    },
-)
+from seriesfixtures import GOOD, NOT_RED, TRUNCATE, VERSION, git, one_error_line, table_rows
 
 
 def record_depends(fake, depends):

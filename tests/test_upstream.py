@@ -8,19 +8,9 @@ change there makes the patch's own tests pass).
 import json
 import xml.etree.ElementTree as ET
 
-from seriesfixtures import GOOD, apply_changes, git, table_rows
+from seriesfixtures import GOOD, TRUNCATE, VERSION, apply_changes, git, table_rows
 
 
-# Builds on GOOD (its context holds GOOD's `return a + b`).
-TRUNCATE = (
-    "core: truncate add()",
-    {
-        "src/fakepkg/core.py": ("return a + b", "return int(a + b)"),
-        "tests/regress/test_truncate.py": (
-            "from fakepkg.core import add\n\n\ndef test_truncate():\n    assert add(2.5, 0) == 2\n"
-        ),
-    },
-)
 # Changes `def mul`, three lines below GOOD's change.
 MUL_DEFAULT = (
     "core: give mul() a default factor",
@@ -28,16 +18,6 @@ MUL_DEFAULT = (
         "src/fakepkg/core.py": ("def mul(a, b):", "def mul(a, b=1):"),
         "tests/regress/test_mul_default.py": (
             "from fakepkg.core import mul\n\n\ndef test_mul_default():\n    assert mul(4) == 4\n"
-        ),
-    },
-)
-# Another file: independent of the others.
-VERSION = (
-    "fakepkg: add __version__",
-    {
-        "src/fakepkg/__init__.py": ('"""A fake package."""\n', '"""A fake package."""\n\n__version__ = "1.0"\n'),
-        "tests/regress/test_version.py": (
-            'import fakepkg\n\n\ndef test_version():\n    assert getattr(fakepkg, "__version__", None) == "1.0"\n'
         ),
     },
 )

@@ -68,21 +68,23 @@ def _fit(text, width):
     return text if len(text) <= width else text[: max(width - 3, 0)].rstrip() + "..."
 
 
+def check_cells(patch):
+    """The cells of a patch's checks (JSON form), as the console table and the markdown summary show them."""
+    return (
+        applies_cell(patch),
+        alone_cell(patch),
+        red_cell(patch.get("red")),
+        green_cell(patch.get("green")),
+        style_cell(patch),
+        Verdict(patch["verdict"]).label,
+    )
+
+
 def table(patches, width=WIDTH):
     """The console table of the patches (JSON form), at most `width` columns wide when the patch column can
     shrink to fit: `<target> <number> <subject>`, the subject cut to what is left."""
     head = ("patch", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
-    rest = [
-        (
-            applies_cell(p),
-            alone_cell(p),
-            red_cell(p.get("red")),
-            green_cell(p.get("green")),
-            style_cell(p),
-            Verdict(p["verdict"]).label,
-        )
-        for p in patches
-    ]
+    rest = [check_cells(p) for p in patches]
     widths = [max(len(row[i]) for row in [head[1:], *rest]) for i in range(len(head) - 1)]
     room = max(width - sum(widths) - 2 * len(widths), MIN_PATCH)
     names = []
@@ -198,15 +200,7 @@ def markdown(report):
             "|---|---|---|---|---|---|---|",
         ]
         for patch in report["patches"]:
-            cells = [
-                f"`{patch['target']}/{patch['name']}`",
-                applies_cell(patch),
-                alone_cell(patch),
-                red_cell(patch.get("red")),
-                green_cell(patch.get("green")),
-                style_cell(patch),
-                Verdict(patch["verdict"]).label,
-            ]
+            cells = [f"`{patch['target']}/{patch['name']}`", *check_cells(patch)]
             cells = [f"**{c}**" if c in ("FAIL", "NOT CLEAN", "CONFLICT") or c.startswith("NO:") else c for c in cells]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
