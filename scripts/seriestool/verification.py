@@ -163,7 +163,15 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
     files = [path for res in own for path in res.test_files]
     paths = [scratch[other.name][0].path / other.source_dir for other in others]
     label = f"{target.name} + patched {', '.join(other.name for other in others)}"
-    ctx.log(f"[{label}] all {len(files)} test file(s) of {target.name}")
+    greens = [res.green for res in own if res.green is not None]
+    tests = sum(run.passed + run.skipped + run.failed for run in greens)
+    took = sum(run.duration_s for run in greens if not run.cached)
+    took = f"; their green runs took {took:.0f}s" if took else ""
+    some = f"{len(files)} new test file{'s' if len(files) != 1 else ''} of {target.name} ({tests} tests)"
+    ctx.log(
+        f"[{label}] last stage: the {some} once more, with the patched sources of "
+        f"{', '.join(other.name for other in others)} first on PYTHONPATH{took}"
+    )
     run = cached_pytest(
         cache,
         python=python,
@@ -176,6 +184,7 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
         expect=RunStatus.GREEN,
         extra_paths=paths,
     )
+    ctx.log(f"[{label}] {_progress(run, 'passed', 'skipped')}")
     return {
         "target": target.name,
         "with": [other.name for other in others],
