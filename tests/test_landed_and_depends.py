@@ -72,10 +72,10 @@ def test_dependencies_are_shown_and_hidden_ones_are_problems(fake, test_python):
     assert [p["verdict"] for p in data["patches"]] == ["ok", "ok"]
     assert [row["alone"] for row in table_rows(proc.stdout)] == ["yes", "needs 0001"]
 
-    # `pr` of the dependent patch names the one it needs; the first one names none.
+    # `pr` of the dependent patch names the one it needs, by title and branch; the first one names none.
     body = fake.ok("pr", "0002").stdout
-    assert 'Depends on the PR for 0001 "core: make add() add" (apply it first).' in body
-    assert "Depends on" not in fake.ok("pr", "0001").stdout
+    assert '\n  "core: make add() add" (branch trainer-series/core-make-add-add)\n' in body
+    assert "\nDependencies:\n" not in fake.ok("pr", "0001").stdout
 
 
 def test_a_recorded_dependency_that_is_not_needed_is_fine(fake, test_python):
