@@ -30,6 +30,7 @@ def test_every_help_starts_with_its_command_line():
     from seriestool import cli
 
     commands = [module.NAME for module in cli.COMMANDS]
+    assert "branches" in commands
     for command in commands:
         proc = subprocess.run([sys.executable, str(SERIES), command, "--help"], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr

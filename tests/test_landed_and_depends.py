@@ -51,7 +51,8 @@ def test_a_base_holding_the_first_k_patches(fake, test_python, k):
     git(upstream, "switch", "--quiet", "main")
     dest = fake.root / f"moved-{k}"
     proc = fake.ok("checkout", "--dir", str(dest), "--base", f"path:{upstream}")
-    assert f"{k} patch(es) already in the base, left out" in proc.stderr
+    assert proc.stderr.count(": already upstream\n") == k
+    assert [line.split()[3].rstrip(":") for line in proc.stderr.splitlines() if "left out" in line] == names[:k]
     assert git(dest, "rev-list", "--count", "series/base..HEAD") == str(3 - k)
 
 
