@@ -322,7 +322,7 @@ def test_the_last_stage_says_what_runs_before_it_starts(fake, test_python):
     stage = [line for line in proc.stderr.splitlines() if line.startswith("series: [fake + patched other]")]
     assert stage[0].startswith(
         "series: [fake + patched other] last stage: the 1 new test file of fake (2 tests) once more, with the "
-        "patched sources of other first on PYTHONPATH"
+        "patched sources of other first on PYTHONPATH, in one pytest run"
     )
     assert stage[1].startswith("series: [fake + patched other] green 2/0 passed/skipped (")
     assert "fake + patched other: ok, 2 passed, 0 skipped, 0 failed" in proc.stdout

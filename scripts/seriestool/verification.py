@@ -163,14 +163,11 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
     files = [path for res in own for path in res.test_files]
     paths = [scratch[other.name][0].path / other.source_dir for other in others]
     label = f"{target.name} + patched {', '.join(other.name for other in others)}"
-    greens = [res.green for res in own if res.green is not None]
-    tests = sum(run.passed + run.skipped + run.failed for run in greens)
-    took = sum(run.duration_s for run in greens if not run.cached)
-    took = f"; their green runs took {took:.0f}s" if took else ""
+    tests = sum(res.green.passed + res.green.skipped + res.green.failed for res in own if res.green is not None)
     some = f"{len(files)} new test file{'s' if len(files) != 1 else ''} of {target.name} ({tests} tests)"
     ctx.log(
         f"[{label}] last stage: the {some} once more, with the patched sources of "
-        f"{', '.join(other.name for other in others)} first on PYTHONPATH{took}"
+        f"{', '.join(other.name for other in others)} first on PYTHONPATH, in one pytest run"
     )
     run = cached_pytest(
         cache,
