@@ -130,11 +130,13 @@ def test_a_patch_that_does_not_apply_leaves_no_branch(fake):
     apply_changes(repo, {"src/fakepkg/core.py": ("return a - b", "return -(b - a)")})
     git(repo, "commit", "--quiet", "-am", "upstream rewrites add()")
     before = repo_state(repo)
+    killed = fake.work / "branches" / ".fake.abcd1234" / "repo"  # left by a run that was killed
+    killed.mkdir(parents=True)
     line = one_error_line(fake.run("branches", "--repo", str(repo)))
     assert "patch 0001-core-make-add-add.patch does not apply on HEAD of" in line
     assert "src/fakepkg/core.py: content differs" in line and "no branch was made or moved" in line
     assert repo_state(repo) == before  # the third patch would go in: still no branch at all
-    assert not list((fake.work / "branches").iterdir())  # no scratch clone left behind
+    assert not list((fake.work / "branches").iterdir())  # no scratch clone left behind, nor the old one
 
 
 def test_a_base_verify_passes_checkout_and_branches_build_as_verify_judged(fake, test_python):

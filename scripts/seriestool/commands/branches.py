@@ -82,6 +82,8 @@ def run(args, ctx):
 
     folder = ctx.work_dir() / "branches"
     folder.mkdir(exist_ok=True)
+    for left in folder.glob(f".{target.name}.*"):  # the scratch clone of a run that was killed
+        shutil.rmtree(left, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
     try:
         plan = _build(ctx, target, repo, base, ref, identity, tmp / "repo", names, judged)
