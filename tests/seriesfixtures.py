@@ -379,6 +379,17 @@ def one_error_line(proc):
     return errors[0]
 
 
+def problem_items(stdout):
+    """The problem and note lines under verify's table, each unwrapped to one line (as before wrapping)."""
+    items = []
+    for line in stdout.splitlines():
+        if line.startswith("      ") and items:
+            items[-1] += " " + line.strip()
+        elif line.startswith("  ") and not line.startswith("   "):
+            items.append(line)
+    return items
+
+
 def table_rows(stdout):
     """The rows of verify's console table as {column: cell}, columns cut where the dashes line has gaps."""
     lines = stdout.splitlines()

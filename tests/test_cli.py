@@ -20,6 +20,22 @@ def test_usage_errors_are_one_line(fake):
     assert "invalid choice: 'frobnicate'" in one_error_line(fake.run("frobnicate"))
     assert "--repo" in one_error_line(fake.run("apply"))
     assert "invalid choice: 'tpu'" in one_error_line(fake.run("verify", "--device", "tpu"))
+    for bad in ("-5", "0", "soon"):
+        line = one_error_line(fake.run("verify", "--test-timeout", bad))
+        assert "argument --test-timeout: " in line and f"{bad}" in line, line
+
+
+def test_every_help_starts_with_its_command_line():
+    sys.path.insert(0, str(SERIES.parent))
+    from seriestool import cli
+
+    commands = [module.NAME for module in cli.COMMANDS]
+    assert "branches" in commands
+    for command in commands:
+        proc = subprocess.run([sys.executable, str(SERIES), command, "--help"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        description = proc.stdout.split("\n\n", 1)[1]
+        assert not description.startswith("\\") and description.split("\n", 1)[0].endswith("."), (command, description)
 
 
 def test_global_options_work_after_the_command(fake):
@@ -47,6 +63,22 @@ def test_manifest_errors(fake):
     assert "verify_with must list other targets" in one_error_line(fake.run("checkout"))
     fake.write_manifest(extra='verify_with = ["nowhere"]\n')
     assert "verify_with must list other targets" in one_error_line(fake.run("checkout"))
+    # A key the manifest does not know is a typo, in every table.
+    fake.write_manifest(extra='soruce_dir = "src"\n')
+    line = one_error_line(fake.run("checkout"))
+    assert "[targets.fake] has an unknown key 'soruce_dir' (did you mean 'source_dir'?)" in line
+    fake.manifest.write_text("shema = 1\n" + fake.manifest.read_text(encoding="utf-8"), encoding="utf-8")
+    assert "the top level has an unknown key 'shema' (did you mean 'schema'?)" in one_error_line(fake.run("pr", "1"))
+    fake.write_manifest(extra="\n[targets.fake.extras]\nx = 1\n")
+    assert "[targets.fake] has an unknown key 'extras'" in one_error_line(fake.run("checkout"))
+
+
+def test_the_project_manifest_loads():
+    sys.path.insert(0, str(SERIES.parent))
+    from seriestool import manifest
+
+    loaded = manifest.load(REPO_ROOT / "patches" / "series.toml")
+    assert set(loaded.targets) == {"transformers", "accelerate"}
 
 
 def test_python_runs_against_the_checkout(fake):

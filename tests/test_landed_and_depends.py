@@ -51,7 +51,8 @@ def test_a_base_holding_the_first_k_patches(fake, test_python, k):
     git(upstream, "switch", "--quiet", "main")
     dest = fake.root / f"moved-{k}"
     proc = fake.ok("checkout", "--dir", str(dest), "--base", f"path:{upstream}")
-    assert f"{k} patch(es) already in the base, left out" in proc.stderr
+    assert proc.stderr.count(": already upstream\n") == k
+    assert [line.split()[3].rstrip(":") for line in proc.stderr.splitlines() if "left out" in line] == names[:k]
     assert git(dest, "rev-list", "--count", "series/base..HEAD") == str(3 - k)
 
 
@@ -72,10 +73,10 @@ def test_dependencies_are_shown_and_hidden_ones_are_problems(fake, test_python):
     assert [p["verdict"] for p in data["patches"]] == ["ok", "ok"]
     assert [row["alone"] for row in table_rows(proc.stdout)] == ["yes", "needs 0001"]
 
-    # `pr` of the dependent patch names the one it needs; the first one names none.
+    # `pr` of the dependent patch names the one it needs, by title and branch; the first one names none.
     body = fake.ok("pr", "0002").stdout
-    assert 'Depends on the PR for 0001 "core: make add() add" (apply it first).' in body
-    assert "Depends on" not in fake.ok("pr", "0001").stdout
+    assert '\n  "core: make add() add" (branch trainer-series/core-make-add-add)\n' in body
+    assert "\nDependencies:\n" not in fake.ok("pr", "0001").stdout
 
 
 def test_a_recorded_dependency_that_is_not_needed_is_fine(fake, test_python):

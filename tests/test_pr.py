@@ -1,13 +1,17 @@
-"""`pr`: the title and body of an upstream pull request for one patch, in the upstream template."""
+"""`pr`: the upstream pull request text for one patch: the target repository's current template, nothing
+ticked, and notes for the submitter (in an HTML comment) instead of a description in their name."""
 
+import re
 import sys
+import tomllib
 from pathlib import Path
 
-from seriesfixtures import GOOD, one_error_line
+from seriesfixtures import GOOD, REPO_ROOT, TRUNCATE, one_error_line
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
+from seriestool import prtemplate  # noqa: E402
 from seriestool.commands import pr  # noqa: E402
 
 
@@ -26,12 +30,12 @@ fakepkg 1.0:
 
 tests/regress/test_add.py checks both calls.
 
+Behaviour change: add() adds.
+
 Fixes #123"""
 
 # A second target whose repository is on GitHub: `other#12` in the message links to it.
-EXTRA = """\
-reviewers = ["@SunMarc"]
-
+OTHER = """
 [targets.other]
 package = "other"
 version = "1.0"
@@ -42,6 +46,14 @@ patches = []
 """ % ("0" * 64)
 
 
+def _upstream(fake, repo, reviewers):
+    """Point the fixture target at an upstream repository on GitHub, with reviewers."""
+    text = fake.manifest.read_text(encoding="utf-8")
+    text = text.replace("https://example.invalid/fakepkg.git", f"https://github.com/{repo}.git")
+    text = text.replace('tests = "tests/regress/"\n', f'tests = "tests/regress/"\nreviewers = {reviewers}\n', 1)
+    fake.manifest.write_text(text, encoding="utf-8")
+
+
 def _pr(fake, *args):
     proc = fake.ok("pr", *args)
     title, blank, *body = proc.stdout.rstrip("\n").split("\n")
@@ -49,50 +61,121 @@ def _pr(fake, *args):
     return title, "\n".join(body), proc.stderr
 
 
-def test_pr_title_and_body(fake, test_python):
-    names = fake.build_series((*GOOD, MESSAGE), extra=EXTRA)
+def _visible(body):
+    """What GitHub shows of a body: without its HTML comments."""
+    return re.sub(r"<!--.*?-->", "", body, flags=re.DOTALL)
+
+
+def _notes(body):
+    match = re.search(r"\n<!--\nNOTES FOR THE SUBMITTER(.*?)\n-->\n", body, flags=re.DOTALL)
+    assert match, body
+    return match.group(1)
+
+
+def test_pr_follows_the_transformers_template_and_writes_no_description(fake, test_python):
+    names = fake.build_series((*GOOD, MESSAGE), extra=OTHER)
+    _upstream(fake, "huggingface/transformers", '["@SunMarc"]')
     title, body, err = _pr(fake, "0001")
     assert title == "core: make add() add"
     sections = [line for line in body.splitlines() if line.startswith("#")]
-    assert sections == ["# What does this PR do?", "## Tests", "## Before submitting", "## Who can review?"]
-    # Paragraphs and list items are unwrapped (GitHub shows every newline), the table keeps its layout.
-    assert "\nadd() subtracted its arguments. Measured on fakepkg 1.0:\n" in body
-    assert "\n```\n               result\nadd(2, 3)      -1\nadd(0, 0)      0\n```\n" in body
-    assert "\n- it now adds, as its docstring says;\n- nothing else changes (seen with " in body
-    assert "(seen with huggingface/other#12 and huggingface/trl#7)." in body
-    # The Fixes line moves after the description, once.
-    assert body.count("Fixes #123") == 1
-    assert body.index("checks both calls.\n\nFixes #123\n\n## Tests") > 0
-    assert "\n```bash\npython -m pytest -v tests/regress/test_add.py\n```\n" in body
-    assert "- [x] Was this discussed/approved via a GitHub issue" in body
-    assert "- [x] Did you write any new necessary tests?" in body
-    assert "- [ ] Did you read the [contributor guideline](https://example.invalid/fakepkg/blob/main/" in body
-    assert body.endswith("## Who can review?\n\n@SunMarc")
-    assert "Checked on" not in body and "no verify result for " + names[0] in err
+    assert sections == [
+        "# What does this PR do?",
+        "## Code Agent Policy",
+        "## Before submitting",
+        "## Who can review?",
+    ]
+    # Nothing is ticked, the policy box least of all.
+    assert "[x]" not in body.lower()
+    assert "\n- [ ] I confirm that this is not a pure code agent PR.\n" in body
+    boxes = [line for line in body.splitlines() if line.startswith("- [ ] ")]
+    assert len(boxes) == 6 and "[tests](https://huggingface.co/docs/transformers/testing)" in boxes[-1]
+    # No sentence of the commit message shows as the description: it is in the notes, in a comment.
+    visible = _visible(body)
+    assert "subtracted" not in visible and "docstring" not in visible
+    assert visible.count("Fixes #123") == 1 and body.index("-->\n\nFixes #123\n\n## Code Agent Policy") > 0
+    assert body.endswith("## Who can review?\n\ntrainer: @SunMarc")
+    notes = _notes(body)
+    words = " ".join(notes.split())
+    assert "huggingface/transformers has a Code Agent Policy (below)" in words
+    assert "whose description is AI-written" in words
+    assert "in your own words" in words and "Delete this comment before you submit." in words
+    assert "  src/fakepkg/core.py              +1 -1\n  tests/regress/test_add.py (new)  +9 -0" in notes
+    assert (
+        "The before/after its commit message measured:\n  add() subtracted its arguments. Measured on\n"
+        "  fakepkg 1.0:\n\n                   result\n    add(2, 3)      -1\n    add(0, 0)      0\n" in notes
+    )
+    assert "The behaviour change its commit message states:\n  Behaviour change: add() adds.\n" in notes
+    assert "It says it fixes #123" in notes and "huggingface/other#12, huggingface/trl#7, #123" in notes
+    assert "  python -m pytest -v tests/regress/test_add.py\n  No verify result for this patch yet" in notes
+    assert "Branch:\n  trainer-series/core-make-add-add (`series.py branches`): this patch alone" in notes
+    assert "- it now adds, as its docstring\n    says;" in notes  # the rest of the message, as written
+    assert "no verify result for " + names[0] in err
 
-    # After a verify run, its result for the patch goes into the Tests section.
+    # After a verify run, its red/green result is in the notes.
     fake.ok("verify", "--python", test_python, "--target", "fake")
     _, body, err = _pr(fake, names[0])
-    assert "\nChecked on the fakepkg 1.0 release, CPU, torch " in body
-    assert (
-        ": without the code change 1 of 2 new tests fail; with it 2 pass; `ruff check` and "
-        "`ruff format --check` are clean on the changed files.\n\n## Before submitting" in body
-    )
-    assert err == ""
+    notes = _notes(body)
+    assert "Result of the verify of 20" in notes and "on the fakepkg 1.0 release, CPU, torch " in notes
+    assert "without the code change (red): 1 of 2 tests fail (test_add)\n    with it (green): 2 pass\n" in notes
+    assert "no verify result" not in err
 
     # A result for another version of the patch is not used.
     patch = fake.patches_dir / "fake" / names[0]
     patch.write_text(patch.read_text(encoding="utf-8").replace("Measured on", "Seen on"), encoding="utf-8")
     _, body, err = _pr(fake, "0001-core-make-add-add")
-    assert "Checked on" not in body and "is for another version of the patch" in err
+    assert "Result of the verify" not in body and "is for another version of the patch" in err
 
 
-def test_pr_without_fixes_or_reviewers(fake):
+def test_pr_follows_the_accelerate_template(fake):
     fake.build_series(GOOD)
+    _upstream(fake, "huggingface/accelerate", '["@BenjaminBossan", "@SunMarc"]')
     _, body, _ = _pr(fake, "0001")
-    assert "Fixes" not in body and "## Who can review?" not in body
-    assert "- [ ] Was this discussed/approved via a GitHub issue" in body
-    assert body.endswith("- [x] Did you write any new necessary tests?")
+    sections = [line for line in body.splitlines() if line.startswith("#")]
+    assert sections == ["# What does this PR do?", "## Before submitting", "## Who can review?"]
+    assert "Code Agent Policy" not in body and "Fixes" not in _visible(body)
+    assert "accelerate/blob/main/CONTRIBUTING.md#submitting-a-pull-request-pr), Pull Request section?" in body
+    assert body.endswith("## Who can review?\n\nCore parts of the library: @BenjaminBossan @SunMarc")
+    assert "NOTES FOR THE SUBMITTER" in body and "[x]" not in body
+
+
+def test_reviewers_the_template_does_not_name_are_a_warning(fake):
+    fake.build_series(GOOD)
+    _upstream(fake, "huggingface/accelerate", '["@someone"]')
+    proc = fake.ok("pr", "0001")
+    assert proc.stdout.endswith("Core parts of the library: @someone\n")
+    assert "its template names Core parts of the library: @BenjaminBossan @SunMarc" in proc.stderr
+
+
+def test_the_manifest_names_the_reviewers_of_each_template():
+    manifest = tomllib.loads((REPO_ROOT / "patches" / "series.toml").read_text(encoding="utf-8"))
+    for table in manifest["targets"].values():
+        template = prtemplate.TEMPLATES[prtemplate.github_repo(table["git_url"])]
+        assert tuple(table["reviewers"]) == template.reviewers, table["package"]
+
+
+def test_a_dependency_is_named_by_title_and_branch_never_by_number(fake):
+    names = fake.build_series(GOOD, TRUNCATE)
+    with open(fake.manifest, "a", encoding="utf-8") as fh:
+        fh.write(f'\n[targets.fake.depends]\n"{names[1]}" = ["{names[0]}"]\n')
+    _, body, _ = _pr(fake, "0002")
+    notes = _notes(body)
+    assert (
+        "Dependencies:\n  The pull requests of these patches go first; name them by title in the description:\n"
+        '  "core: make add() add" (branch trainer-series/core-make-add-add)\n' in notes
+    )
+    assert "Branch trainer-series/core-truncate-add (`series.py branches`) holds them under this patch" in notes
+    assert "0001" not in body and "0002" not in body
+
+
+def test_a_garbage_or_truncated_patch_is_bad_input(fake):
+    names = fake.build_series(GOOD)
+    patch = fake.patches_dir / "fake" / names[0]
+    text = patch.read_text(encoding="utf-8")
+    patch.write_text(text[: text.index("+def test_add_zero")], encoding="utf-8")
+    line = one_error_line(fake.run("pr", "0001"))
+    assert f"corrupt patch {names[0]} of fake: hunk 1 of tests/regress/test_add.py" in line and "cut short" in line
+    patch.write_text("not a patch at all\n", encoding="utf-8")
+    assert "it holds no diff" in one_error_line(fake.run("pr", "0001"))
 
 
 def test_unknown_patch_is_one_error_line(fake):
@@ -102,11 +185,33 @@ def test_unknown_patch_is_one_error_line(fake):
     assert "the following arguments are required: NAME" in one_error_line(fake.run("pr"))
 
 
-def test_markdown_of_a_commit_message():
-    text = "One\ntwo.\n\n1. first\n   item\n2. second\n\n    $ cmd --flag\n    output\n\nSee other#3."
-    assert pr.to_markdown(text, {"other": "org/other"}) == (
-        "One two.\n\n1. first item\n2. second\n\n```\n$ cmd --flag\noutput\n```\n\nSee org/other#3."
+def test_reading_a_commit_message():
+    body = "Bug. Fixes #50212, whose other half\nwas fixed.\n\nRelated: accelerate#3, org/x#4\nCloses: org/x#2"
+    assert pr.fixes(body) == ["#50212", "org/x#2"]
+    assert pr.threads(body) == ["#50212", "accelerate#3", "org/x#4", "org/x#2"]
+    assert pr.link_refs("See other#3 and org/other#4.", {"other": "org/other"}) == "See org/other#3 and org/other#4."
+    text = "The bug.\n\nWith this change it works:\n\n  a  1\n  b  2\n\nTests: before: x, after: y."
+    assert pr.measured(text) == ["With this change it works:", "  a  1\n  b  2", "Tests: before: x, after: y."]
+    assert pr.measured("Bug.\n\nMeasured: 1 -> 2.\n\nTests: before: x.") == ["Measured: 1 -> 2."]
+    assert prtemplate.github_repo("https://github.com/huggingface/transformers.git") == "huggingface/transformers"
+    assert prtemplate.github_repo("https://example.invalid/x.git") is None
+
+
+def test_notes_cannot_end_their_comment_early():
+    notes = pr.Notes()
+    notes.add("Odd", ["a --> b <!-- c"])
+    notes.add("Empty", [])
+    text = notes.comment(["intro"])
+    assert text == "<!--\nintro\n\nOdd:\n  a - -> b <! -- c\n-->"
+
+
+def test_branch_names_from_subjects():
+    assert prtemplate.slug("Trainer: don't step the LR scheduler when a fused optimizer skips") == (
+        "trainer-dont-step-the-lr-scheduler-when-a-fused-optimizer"
     )
-    assert pr.split_fixes("Body.\n\nFixes #1\nCloses: org/x#2\n") == ("Body.", ["#1", "org/x#2"])
-    assert pr.github_repo("https://github.com/huggingface/transformers.git") == "huggingface/transformers"
-    assert pr.github_repo("https://example.invalid/x.git") is None
+    assert prtemplate.slug("Trainer: drop unknown keys when loading trainer_state.json") == (
+        "trainer-drop-unknown-keys-when-loading-trainer-state-json"
+    )
+    assert prtemplate.slug("...") == "patch"
+    names = prtemplate.branch_names([("a", "Fix it"), ("b", "fix: it!"), ("c", "Other")])
+    assert names == {"a": "trainer-series/fix-it", "b": "trainer-series/fix-it-2", "c": "trainer-series/other"}

@@ -15,9 +15,11 @@ from seriesfixtures import (
     NOT_RED,
     SERIES,
     STYLE,
+    VERSION,
     git,
     manifest_text,
     one_error_line,
+    problem_items,
     table_rows,
 )
 
@@ -100,11 +102,15 @@ def test_mixed_series_reports_each_failure(fake, test_python):
     assert rows[2]["style"] == "NOT CLEAN"
     assert max(len(line) for line in table[: 2 + len(rows)]) <= 120
     # A failed check names what failed and where the log is, on the console too.
-    assert "fake 0002: without its fix the tests are not-red, not red (all 1 pass; log " in proc.stdout
-    line = next(line for line in proc.stdout.splitlines() if line.startswith("  fake 0004: "))
+    items = problem_items(proc.stdout)
+    assert any(
+        item.startswith("  fake 0002: without its fix the tests are not-red, not red (all 1 pass; log ")
+        for item in items
+    )
+    line = next(item for item in items if item.startswith("  fake 0004: "))
     assert line.startswith("  fake 0004: without its fix the tests are error, not red (failing: tests.regress"), line
     assert line.endswith("0004-core-add-div.red.log)"), line
-    assert "fake 0003: ruff check / ruff format --check not clean: " in proc.stdout
+    assert any(item.startswith("  fake 0003: ruff check / ruff format --check not clean: ") for item in items)
     # One line per stage while it runs.
     assert "[fake 1/7] red: red 1/2 failed/total" in proc.stderr
     assert "[fake 1/7] green: green 2/0 passed/skipped" in proc.stderr
@@ -131,7 +137,7 @@ def test_good_series_passes_and_reuses_the_scratch_checkout(fake, test_python):
     assert data["ok"] is True and [p["verdict"] for p in data["patches"]] == ["ok", "ok"]
     # The second patch needs the first, as the manifest says: it does not apply alone, which is reported.
     assert [p["applies_alone"] for p in data["patches"]] == [True, False]
-    assert "verify: OK (2 patch(es)" in proc.stdout
+    assert "verify: OK (2 patches, " in proc.stdout
     assert "extracting" in proc.stderr
     proc, data, _ = _verify(fake, test_python)
     assert proc.returncode == 0 and data["ok"] is True
@@ -180,6 +186,7 @@ def test_only_the_named_patch_is_checked(fake, test_python):
     proc, data, _ = _verify(fake, test_python, "--patch", "0002")
     assert proc.returncode == 0, proc.stdout
     assert [p["verdict"] for p in data["patches"]] == ["not checked", "ok"]
+    assert "verify: OK (1 patch, 1 more not checked (--patch), " in proc.stdout
     line = one_error_line(fake.run("verify", "--python", test_python, "--patch", "0009-nope.patch"))
     assert "unknown patch '0009-nope.patch'" in line
 
@@ -232,7 +239,7 @@ def test_a_failed_green_names_the_failing_tests_and_the_log(fake, test_python):
     proc, data, _ = _verify(fake, test_python)
     assert proc.returncode == 1
     assert data["patches"][0]["green"]["failing"] == ["tests.regress.test_broken::test_wrong"]
-    line = next(line for line in proc.stdout.splitlines() if "not green" in line)
+    line = next(item for item in problem_items(proc.stdout) if "not green" in item)
     assert line.startswith("  fake 0001: with the patch the tests are failed, not green (failing: ")
     assert "tests.regress.test_broken::test_wrong; log " in line
     assert line.endswith("0001-core-make-add-add-with-a-wrong-test.green.log)")
@@ -265,6 +272,67 @@ def test_the_table_fits_in_120_columns():
     assert "needs 0005-0008" in lines[2] and "..." in lines[2]
 
 
+def test_problem_and_note_lines_are_wrapped_to_the_table():
+    sys.path.insert(0, str(SERIES.parent))
+    from seriestool import render
+
+    problem = "conflicts with the base: " + "; ".join(
+        f"src/transformers/trainer.py: hunk {n} does not apply" for n in range(30)
+    )
+    patch = {"target": "transformers", "name": "0009-x.patch", "problems": [problem], "notes": ["word " * 80]}
+    lines = render.problem_lines([patch])
+    assert max(len(line) for line in lines) <= 120 and len(lines) > 4, "\n".join(lines)
+    assert lines[0].startswith("  transformers 0009: conflicts with the base: ")
+    assert all(line.startswith("      ") for line in lines[1:] if "note:" not in line)
+    assert " ".join(" ".join(lines).split()) == " ".join(
+        f"transformers 0009: {problem} transformers 0009: note: {'word ' * 80}".split()
+    )
+    # A word longer than the line (a log path) stays whole.
+    long = render.problem_lines([dict(patch, problems=["log " + "/x" * 80], notes=[])])
+    assert long == ["  transformers 0009: log", "      " + "/x" * 80]
+
+
+def test_report_files_that_cannot_be_written_are_refused_before_the_run(fake):
+    fake.build_series(GOOD)
+    folder = fake.root / "a-folder"
+    folder.mkdir()
+    kept = fake.root / "summary.md"
+    kept.write_text("earlier step\n", encoding="utf-8")
+    for option, path in (
+        ("--json", fake.root / "missing" / "r.json"),
+        ("--junit", folder),
+        ("--summary", fake.root / "summary.md" / "below-a-file.md"),
+    ):
+        # --python names no interpreter: the check comes before anything else runs.
+        proc = fake.run("verify", "--python", str(fake.root / "no-python"), option, str(path))
+        line = one_error_line(proc)
+        assert line.startswith(f"series: error: {option} {path}: cannot write it ("), line
+    # A file that can be written is not changed by the check.
+    proc = fake.run("verify", "--summary", str(kept), "--json", str(folder / "x" / "r.json"))
+    assert "--json" in one_error_line(proc) and kept.read_text(encoding="utf-8") == "earlier step\n"
+    assert not (fake.work / "verify").exists() and not (fake.work / "reports").exists()
+
+
+def test_the_last_stage_says_what_runs_before_it_starts(fake, test_python):
+    """A target with `verify_with`: its tests run once more with the companion's patched sources."""
+    names = fake.build_series(GOOD, VERSION)
+    other = fake.patches_dir / "other"
+    other.mkdir()
+    shutil.move(fake.patches_dir / "fake" / names[1], other / "0001-fakepkg-add-__version__.patch")
+    text = manifest_text(fake.sha, [names[0]], extra='verify_with = ["other"]\n')
+    text += manifest_text(fake.sha, ["0001-fakepkg-add-__version__.patch"], name="other").split("\nschema = 1\n")[1]
+    fake.manifest.write_text(text, encoding="utf-8")
+    proc = fake.run("verify", "--python", test_python)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stage = [line for line in proc.stderr.splitlines() if line.startswith("series: [fake + patched other]")]
+    assert stage[0].startswith(
+        "series: [fake + patched other] last stage: the 1 new test file of fake (2 tests) once more, with the "
+        "patched sources of other first on PYTHONPATH, in one pytest run"
+    )
+    assert stage[1].startswith("series: [fake + patched other] green 2/0 passed/skipped (")
+    assert "fake + patched other: ok, 2 passed, 0 skipped, 0 failed" in proc.stdout
+
+
 def test_a_patch_number_in_several_targets_needs_target(fake, test_python):
     (name,) = fake.build_series(GOOD)
     other = fake.patches_dir / "other"
@@ -292,7 +360,8 @@ def test_verify_of_one_patch_keeps_the_saved_results_of_the_others(fake, test_py
     assert merged["patches"][0]["checked_at"] == first["date"]
     assert merged["patches"][0]["red"] == first["patches"][0]["red"]
     proc = fake.ok("pr", "0001")
-    assert "Checked on the fakepkg 1.0 release" in proc.stdout and proc.stderr == ""
+    assert "Result of the verify of " in proc.stdout and "on the fakepkg 1.0 release" in proc.stdout
+    assert "no verify result" not in proc.stderr and "another version" not in proc.stderr
 
     # Once the earlier patch changes, its old result is no longer kept (nor that of anything after it).
     patch = fake.patches_dir / "fake" / names[0]

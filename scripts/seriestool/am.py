@@ -60,19 +60,25 @@ def check_patches(target):
     could report it as a patch that does not apply."""
     check_patch_files(target)
     for name in target.patches:
-        path = Path(target.patch_path(name)).resolve()
-        why = []
-        try:
-            why = patchfile.problems(patchfile.read(path))
-        except (UnicodeDecodeError, ValueError) as exc:
-            why = [f"it cannot be read ({exc})"]
-        if not why:
-            proc = Repo(path.parent).run("apply", "--numstat", "--", str(path), check=False)
-            if proc.returncode != 0:
-                lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
-                why = [("; ".join(lines) or f"git apply exit {proc.returncode}").removeprefix("error: ")]
-        if why:
-            raise SeriesError(
-                f"corrupt patch {name} of {target.name}: {'; '.join(why)} ({path}); restore it from git "
-                "or export it again"
-            )
+        check_patch(target, name)
+
+
+def check_patch(target, name):
+    """Error out when the patch file `name` of `target` is missing, cut short or not a patch at all."""
+    path = Path(target.patch_path(name)).resolve()
+    if not path.is_file():
+        raise SeriesError(f"patch {name} of {target.name} is listed but {path} is missing")
+    why = []
+    try:
+        why = patchfile.problems(patchfile.read(path))
+    except (UnicodeDecodeError, ValueError) as exc:
+        why = [f"it cannot be read ({exc})"]
+    if not why:
+        proc = Repo(path.parent).run("apply", "--numstat", "--", str(path), check=False)
+        if proc.returncode != 0:
+            lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+            why = [("; ".join(lines) or f"git apply exit {proc.returncode}").removeprefix("error: ")]
+    if why:
+        raise SeriesError(
+            f"corrupt patch {name} of {target.name}: {'; '.join(why)} ({path}); restore it from git or export it again"
+        )

@@ -10,13 +10,13 @@ import signal
 import sys
 import threading
 
-from .commands import apply, bench, checkout, export, pr, python, selftest, verify
+from .commands import apply, bench, branches, checkout, export, pr, python, selftest, verify
 from .context import Context
 from .errors import SeriesError
 from .git import MIN_GIT, GitError, git_version
 
 
-COMMANDS = (checkout, apply, export, verify, pr, bench, python, selftest)
+COMMANDS = (checkout, apply, branches, export, verify, pr, bench, python, selftest)
 
 EXIT_CODES = """\
 exit status: 0 success; 1 a check failed (verify, bench) or git am stopped (checkout --stop-at-conflict);
@@ -46,7 +46,7 @@ def _global_options(parser, suppress):
 def build_parser():
     parser = Parser(
         prog="series",
-        description="Pinned-base patch series: checkout, apply, export, verify, pr.",
+        description="Pinned-base patch series: checkout, apply, branches, export, verify, pr.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

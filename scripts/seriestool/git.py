@@ -170,9 +170,10 @@ class Change:
 class Repo:
     """A git work tree. `isolated=True` is for repositories the tool creates and owns."""
 
-    def __init__(self, path, *, isolated=False):
+    def __init__(self, path, *, isolated=False, env=None):
         self.path = Path(path)
         self.isolated = isolated
+        self.extra_env = dict(env or {})  # for every command, e.g. the committer to commit as
 
     # -- running -------------------------------------------------------------------------------
 
@@ -193,6 +194,7 @@ class Repo:
         env["GIT_TERMINAL_PROMPT"] = "0"
         if self.isolated:
             env.update(ISOLATED_ENV)
+        env.update(self.extra_env)
         if extra:
             env.update(extra)
         return env

@@ -1,5 +1,6 @@
 """The series manifest (`patches/series.toml`): pinned targets and their ordered patch lists."""
 
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -9,7 +10,23 @@ from .errors import SeriesError
 
 
 PATCH_NAME = re.compile(r"^[0-9]{4}-[A-Za-z0-9._+-]+\.patch$")
-REQUIRED = ("package", "version", "sha256", "git_url", "tests", "patches")
+# Every key the manifest knows, in one place: any other key is a typo (`soruce_dir`) and bad input.
+TOP_KEYS = ("schema", "targets")
+# key of a [targets.<name>] table -> whether it is required
+TARGET_KEYS = {
+    "package": True,
+    "version": True,
+    "sha256": True,
+    "git_url": True,
+    "tests": True,
+    "patches": True,
+    "source_dir": False,
+    "verify_with": False,
+    "reviewers": False,
+    "depends": False,
+    "upstream_tests": False,
+}
+REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
 
 
 @dataclass
@@ -81,11 +98,15 @@ def load(path):
         raise SeriesError(f"manifest {path} does not exist") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SeriesError(f"manifest {path} is not valid TOML: {exc}") from None
+    _known_keys(path, "the top level", data, TOP_KEYS)
     tables = data.get("targets")
     if not isinstance(tables, dict) or not tables:
         raise SeriesError(f"manifest {path} has no [targets.<name>] tables")
     targets = {}
     for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise SeriesError(f"manifest {path}: targets.{name} must be a table ([targets.{name}])")
+        _known_keys(path, f"[targets.{name}]", table, TARGET_KEYS)
         missing = [key for key in REQUIRED if key not in table]
         if missing:
             raise SeriesError(f"manifest {path}: [targets.{name}] lacks {', '.join(missing)}")
@@ -130,6 +151,15 @@ def load(path):
             upstream_tests=list(upstream_tests),
         )
     return Manifest(path=path, targets=targets)
+
+
+def _known_keys(path, where, table, known):
+    """Bad input when `table` has a key the manifest does not know (a typo would otherwise be ignored)."""
+    unknown = [key for key in table if key not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+        raise SeriesError(f"manifest {path}: {where} has an unknown key {unknown[0]!r}{hint}")
 
 
 def _relative_py(path):

@@ -18,6 +18,7 @@ from pathlib import Path
 from . import base as base_mod
 from .errors import SeriesError
 from .git import GitError, Repo
+from .render import wrap
 from .runners import run_pytest
 from .statuses import RunStatus
 
@@ -209,7 +210,7 @@ def lines(report):
         timed_out = ", TIMED OUT" if counts["timed_out"] else ""
         out.append(f"{head}, {state}: {_counts(counts)}{timed_out}")
     for problem in report["problems"]:
-        out.append(f"  {report['target']} upstream tests: {problem}")
+        out += wrap(f"{report['target']} upstream tests: {problem}")
     for reg in report["regressions"]:
         out.append(
             f"  REGRESSION {reg['id']}: {reg['base']} on the base, {reg['series']} with the series (log {reg['log']})"
@@ -217,7 +218,7 @@ def lines(report):
     if report["fixed"]:
         out.append(f"  {len(report['fixed'])} test(s) fail on the base and pass with the series")
     if report["missing"]:
-        out.append(f"  note: not in {report['spec']}: {', '.join(report['missing'])}")
+        out += wrap(f"note: not in {report['spec']}: {', '.join(report['missing'])}")
     verdict = "no regression" if report["ok"] else f"FAIL ({len(report['regressions'])} regression(s))"
     out.append(f"{report['target']} upstream tests: {verdict}")
     return out

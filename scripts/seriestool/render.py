@@ -1,6 +1,7 @@
 """What `verify` shows: the console table, the JUnit XML report and the markdown summary, with one set of
 labels (statuses.py)."""
 
+import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -99,12 +100,26 @@ def table(patches, width=WIDTH):
     return "\n".join(lines)
 
 
-def problem_lines(patches):
-    """The problems and notes under the table, one line each (long ones wrap at the terminal)."""
+def wrap(text, width=WIDTH, indent="  ", hang="      "):
+    """`text` as lines of at most `width` columns (a single word longer than that, a path, stays whole)."""
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent.rstrip()]
+
+
+def problem_lines(patches, width=WIDTH):
+    """The problems and notes under the table, each wrapped to the table's width, continuation lines indented."""
     lines = []
     for p in patches:
-        lines += [f"  {short_name(p)}: {problem}" for problem in p["problems"]]
-        lines += [f"  {short_name(p)}: note: {note}" for note in p.get("notes", [])]
+        for problem in p["problems"]:
+            lines += wrap(f"{short_name(p)}: {problem}", width)
+        for note in p.get("notes", []):
+            lines += wrap(f"{short_name(p)}: note: {note}", width)
     return lines
 
 

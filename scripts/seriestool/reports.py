@@ -2,8 +2,10 @@
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+from .archive import sha256_file
 from .statuses import Verdict
 
 
@@ -66,3 +68,35 @@ def load_last(work, target):
         return json.loads(last_path(work, target).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+@dataclass
+class Judgement:
+    """What the last `verify` of a target said about one patch on one base (see `judged`)."""
+
+    base_status: str  # statuses.BaseStatus
+    verdict: str  # statuses.Verdict
+    date: str  # when that verify ran
+    problems: list
+
+
+def judged(work, target, base_commit):
+    """{patch name: Judgement} from the last verify report of `target` when it was made on the base
+    `base_commit`, for the patches whose file is still the one it judged (and every earlier one too: a patch's
+    placement depends on those before it). Empty when there is no such report."""
+    report = load_last(work, target.name)
+    if not report or not report.get("targets") or report["targets"][0]["base"].get("commit") != base_commit:
+        return {}
+    found = {}
+    for entry in report.get("patches", []):
+        path = Path(target.patch_path(entry["name"]))
+        if not path.is_file() or entry.get("sha256") != sha256_file(path):
+            break
+        if entry.get("base_status"):
+            found[entry["name"]] = Judgement(
+                base_status=entry["base_status"],
+                verdict=entry["verdict"],
+                date=entry.get("checked_at") or report.get("date") or "",
+                problems=list(entry.get("problems", [])),
+            )
+    return found

@@ -163,7 +163,12 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
     files = [path for res in own for path in res.test_files]
     paths = [scratch[other.name][0].path / other.source_dir for other in others]
     label = f"{target.name} + patched {', '.join(other.name for other in others)}"
-    ctx.log(f"[{label}] all {len(files)} test file(s) of {target.name}")
+    tests = sum(res.green.passed + res.green.skipped + res.green.failed for res in own if res.green is not None)
+    some = f"{len(files)} new test file{'s' if len(files) != 1 else ''} of {target.name} ({tests} tests)"
+    ctx.log(
+        f"[{label}] last stage: the {some} once more, with the patched sources of "
+        f"{', '.join(other.name for other in others)} first on PYTHONPATH, in one pytest run"
+    )
     run = cached_pytest(
         cache,
         python=python,
@@ -176,6 +181,7 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
         expect=RunStatus.GREEN,
         extra_paths=paths,
     )
+    ctx.log(f"[{label}] {_progress(run, 'passed', 'skipped')}")
     return {
         "target": target.name,
         "with": [other.name for other in others],

@@ -1,10 +1,8 @@
 """`apply`: put the series onto a user's clone on a new branch, all or nothing."""
 
-from pathlib import Path
-
 from ..am import am_failure, check_patches
+from ..clone import open_clean_clone
 from ..errors import SeriesError
-from ..git import Repo
 from ..placement import landed
 
 
@@ -35,27 +33,8 @@ def add_arguments(p):
 def run(args, ctx):
     target = ctx.manifest.default_target(args.target)
     check_patches(target)
-    path = Path(args.repo).expanduser().resolve()
-    if not path.is_dir():
-        raise SeriesError(f"{path} is not a folder")
-    repo = Repo(path)
-    if repo.is_bare():
-        raise SeriesError(f"{path} is a bare git repository (no work tree); apply needs a clone with a work tree")
-    if not repo.is_work_tree():
-        raise SeriesError(f"{path} is not a git repository")
-    repo = Repo(repo.toplevel())
+    repo = open_clean_clone(args.repo, NAME)
     head = repo.head()
-    if head is None:
-        raise SeriesError(f"{repo.path} has no commits")
-    busy = repo.operation_in_progress()
-    if busy:
-        raise SeriesError(f"{repo.path} has an unfinished {busy}; finish or abort it first")
-    dirty = repo.status()
-    if dirty:
-        raise SeriesError(
-            f"{repo.path} has uncommitted changes or untracked files ({dirty[0][3:]}, {len(dirty)} in all); "
-            "commit or stash them first"
-        )
     if not target.patches:
         ctx.out(f"no patches for {target.name}: nothing to apply")
         return 0

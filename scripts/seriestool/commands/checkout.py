@@ -7,11 +7,13 @@ import tempfile
 from pathlib import Path
 
 from .. import base as base_mod
+from .. import reports
 from ..am import am_series, check_patches
 from ..errors import SeriesError
 from ..git import Repo
-from ..placement import landed
+from ..placement import Placement, landed, place
 from ..preimages import load_preimages
+from ..statuses import BaseStatus
 
 
 NAME = "checkout"
@@ -20,8 +22,10 @@ DESCRIPTION = f"""\
 {HELP}.
 
 The base is the pinned sdist (default), a clone's HEAD (path:DIR) or a git ref (git:URL@REF); it is
-tagged series/base, and each patch is one commit on the branch `patches`. The checkout is built in a
-staging folder and renamed into place, so DIR is either the old or the new one.
+tagged series/base, and each patch is one commit on the branch `patches`. On a path: or git: base the
+patches go in as `verify` places them: one the base already holds is left out, and so is one that the
+last `verify` on that base found fixed upstream differently; each left out is named. The checkout is
+built in a staging folder and renamed into place, so DIR is either the old or the new one.
 
 example:
   python3 scripts/series.py checkout --replace
@@ -88,29 +92,31 @@ def run(args, ctx):
         base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
         repo = Repo(repo_dir, isolated=True)
         repo.run("config", "series.base", args.base or "sdist")
-        names = list(target.patches)
+        names, left_out = list(target.patches), []
         if spec.kind != "sdist" and target.patches:
-            present = landed(repo, base, target.patch_paths(), ctx.work_dir())
-            names = [name for name in target.patches if target.patch_path(name) not in present]
-            if present:
-                ctx.log(
-                    f"{len(present)} patch(es) already in the base, left out: "
-                    + ", ".join(name for name in target.patches if name not in names)
-                )
-            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
-            if problem:
-                ctx.log(problem)
-        failed, files = am_series(repo, target, names, keep=args.stop_at_conflict and spec.kind != "sdist")
-        if failed and spec.kind == "sdist":
-            # A moved pin: the 3-way merge needs the blobs the patches were made against (an earlier sdist).
-            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
-            if problem:
-                ctx.log(problem)
-            failed, files = am_series(repo, target, names, keep=args.stop_at_conflict)
+            names, left_out, failed, files = place_as_verify(ctx, target, repo, base, keep=args.stop_at_conflict)
+            for name, why in left_out:
+                ctx.log(f"left out {name}: {why}")
+        else:
+            failed, files = am_series(repo, target, names)
+            if failed:
+                # A moved pin: the 3-way merge needs the blobs the patches were made against (an earlier sdist).
+                problem = load_preimages(repo, target, ctx.downloads, ctx.log)
+                if problem:
+                    ctx.log(problem)
+                failed, files = am_series(repo, target, names, keep=args.stop_at_conflict)
         markers = bool(failed) and bool(repo.unmerged_paths())
         where = f" ({', '.join(files)})" if files else ""
         if failed and not args.stop_at_conflict:
-            raise SeriesError(f"patch {failed} does not apply on {spec.describe(target)}{where}; no checkout was made")
+            hint = ""
+            if spec.kind != "sdist":
+                hint = (
+                    f"; if upstream fixed it in another way, `verify --target {target.name} --base {args.base}` "
+                    "finds out, and checkout then leaves it out"
+                )
+            raise SeriesError(
+                f"patch {failed} does not apply on {spec.describe(target)}{where}; no checkout was made{hint}"
+            )
         check_destination(dest, args.replace)
         trash = None
         if dest.exists():
@@ -144,8 +150,54 @@ def run(args, ctx):
             "`git am --continue`; then export."
         )
         return 1
+    left = f"; left out: {', '.join(f'{name[:4]} ({why})' for name, why in left_out)}" if left_out else ""
     ctx.out(
         f"{dest}: {spec.describe(target)} (tag {base_mod.BASE_TAG} = {base[:12]}) "
-        f"+ {len(names)} patch(es) on branch {base_mod.BRANCH}"
+        f"+ {len(names)} patch(es) on branch {base_mod.BRANCH}{left}"
     )
     return 0
+
+
+def place_as_verify(ctx, target, repo, base, *, keep):
+    """Put the patches on a base other than the pinned sdist one by one, the way `verify` judges them
+    (placement.py): a patch the base already holds is left out, one that applies goes in (with a 3-way merge
+    where needed), and one that conflicts is left out when the last `verify` on this base found that upstream
+    fixed it differently (its tests pass without it). Any other conflict stops: with `keep`, `git am` is left
+    stopped at that patch with the rest queued.
+
+    Returns (the patches that went in, [(patch, why)] left out, the patch that failed or None, its files)."""
+    judged = reports.judged(ctx.work, target, base)
+    present = landed(repo, base, target.patch_paths(), ctx.work_dir())
+    loaded = []
+
+    def preimages():
+        if not loaded:
+            loaded.append(True)
+            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
+            if problem:
+                ctx.log(problem)
+
+    went_in, left_out = [], []
+    for index, name in enumerate(target.patches):
+        patch = target.patch_path(name)
+        placed = (
+            Placement(BaseStatus.ALREADY_UPSTREAM) if patch in present else place(repo, patch, preimages=preimages)
+        )
+        if placed.status.went_in:
+            went_in.append(name)
+            continue
+        if placed.status == BaseStatus.ALREADY_UPSTREAM:
+            left_out.append((name, "already upstream"))
+            continue
+        verdict = judged.get(name)
+        if verdict is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
+            left_out.append((name, f"fixed upstream differently, as the verify of {verdict.date} found"))
+            continue
+        files = [conflict.file for conflict in placed.conflicts]
+        if keep:
+            preimages()
+            rest = [later for later in target.patches[index:] if target.patch_path(later) not in present]
+            failed, files = am_series(repo, target, rest, keep=True)
+            return went_in, left_out, failed, files
+        return went_in, left_out, name, files
+    return went_in, left_out, None, None

@@ -1,36 +1,47 @@
-"""`pr`: the title and body of an upstream pull request for one patch, in the upstream PR template.
+"""`pr`: the text of an upstream pull request for one patch, in the target repository's current template, with
+notes for the submitter to write the description from.
 
-Built from the patch's commit message (what it does, `Fixes` lines), the test files it adds, the last
-`verify` report in the work folder and the manifest (repository, reviewers). Prints the title, a blank
-line, then the markdown body.
+Upstream closes pull requests whose description is AI-written (transformers' Code Agent Policy), and the
+policy box is the submitter's statement. So the body is the template's form with nothing ticked and no
+description: under "What does this PR do?" an HTML comment holds the material (what the patch changes, the
+measured before/after and the behaviour change from its commit message, its tests with the red/green result
+of the last `verify`, the threads it names, the PRs it depends on by title and branch), which the submitter
+reads, writes the description from in their own words, and deletes. An HTML comment never shows on GitHub,
+so a body submitted unedited shows no text in anyone's name.
+
+Another section of notes is one call in `render`: `notes.add(heading, lines)`.
 """
 
 import re
 import textwrap
 
 from .. import base as base_mod
-from .. import patchfile, reports
+from .. import patchfile, prtemplate, reports
+from ..am import check_patch
 from ..archive import sha256_file
-from ..errors import SeriesError
 from ..manifest import find_patch
 from ..results import is_test_file
+from ..statuses import Verdict
 
 
 NAME = "pr"
-HELP = "print the title and body of an upstream pull request for one patch"
+HELP = "print the title and body of an upstream pull request for one patch, with notes for the submitter"
 DESCRIPTION = f"""\
 {HELP}.
 
-The first line is the title (the commit subject), then a blank line, then the markdown body in the
-upstream PR template: the commit message, `Fixes` lines, the test files the patch adds and how to run
-them, the result of the last `verify` of that patch (when it passed, for this version of the patch),
-the "Before submitting" checklist and the target's reviewers.
+The first line is the title (the commit subject), then a blank line, then the markdown body in the target
+repository's current pull request template. It holds no description: the submitter writes it, from the
+notes in the HTML comment under "What does this PR do?" (what the patch changes, the before/after its
+message measured, its tests with the red/green result of the last `verify`, the threads it names, the PRs
+it depends on by title and branch), then deletes the comment. No checkbox is ticked: they are the
+submitter's statements, the Code Agent Policy box above all. `Fixes #N` appears only where the commit
+message says so.
 
 example:
   python3 scripts/series.py pr 0001 --target transformers > /tmp/pr-0001.md
 
-exit status: 0 printed; 2 unknown target or patch."""
-NEEDS_GIT = False
+exit status: 0 printed; 2 unknown target or patch, or a patch file that is not a whole patch."""
+NEEDS_GIT = True
 NEEDS_WORK = False
 
 
@@ -39,62 +50,84 @@ def add_arguments(p):
     p.add_argument("--target", help="target in the manifest (default: the first)")
 
 
-FIXES = re.compile(r"^(?:fixes|closes|resolves):?\s+(\S+)\s*$", re.IGNORECASE)
-GITHUB = re.compile(r"^(?:https://|git@|ssh://git@)github\.com[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
-LIST_ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s")
+# `Fixes #1`, `Closes: org/repo#2`, `fixes https://github.com/org/repo/issues/3`: anywhere in the message.
+FIXES = re.compile(
+    r"\b(?:fixes|closes|resolves):?\s+((?:[\w.-]+/[\w.-]+)?#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)",
+    re.IGNORECASE,
+)
+THREAD = re.compile(r"(?<![\w/#])((?:[\w.-]+/[\w.-]+|[A-Za-z][\w.-]*)?#\d+)\b")
+MEASURED = re.compile(r"\bmeasured\b", re.IGNORECASE)
+BEFORE_AFTER = re.compile(r"\bwith this change\b|\bbefore\b[:,]|\bafter\b[:,]", re.IGNORECASE)
+FAILING_SHOWN = 6
+NOTES_WIDTH = 110
 
 
 def github_repo(url):
     """`owner/name` of a GitHub URL, or None."""
-    match = GITHUB.match(url)
-    return f"{match.group(1)}/{match.group(2)}" if match else None
+    return prtemplate.github_repo(url)
 
 
-def split_fixes(body):
-    """The message body without its `Fixes ...` lines, and the references they name."""
-    kept, fixes = [], []
-    for line in body.splitlines():
-        match = FIXES.match(line.strip())
-        if match:
-            fixes.append(match.group(1))
-        else:
-            kept.append(line)
-    return "\n".join(kept).strip("\n"), fixes
+def fixes(body):
+    """The references the message says it fixes (`Fixes #N`, also mid-sentence), in order, without repeats."""
+    found = []
+    for ref in FIXES.findall(body):
+        if ref not in found:
+            found.append(ref)
+    return found
 
 
-def _unwrap(block):
-    """Join a hard-wrapped paragraph or list into one line per paragraph or item.
-
-    GitHub shows every newline of a pull request body as a line break, so text wrapped at 72
-    columns for git would read as ragged short lines.
-    """
-    out = []
-    for line in block.split("\n"):
-        if not out or LIST_ITEM.match(line.lstrip()) and len(line) - len(line.lstrip()) < 4:
-            out.append(line.rstrip())
-        else:
-            out[-1] += " " + line.strip()
-    return "\n".join(out)
+def threads(body):
+    """Every issue or PR reference (`#N`, `owner/name#N`, `name#N`) the message names, in order."""
+    found = []
+    for ref in THREAD.findall(body):
+        if ref not in found:
+            found.append(ref)
+    return found
 
 
-def to_markdown(text, links):
-    """A 72-column commit message body as markdown: paragraphs and list items are unwrapped, indented
-    blocks (tables, commands) are fenced as they are.
-
-    `links` maps short repository names to `owner/name`, so that `accelerate#4242` becomes a link
-    (`huggingface/accelerate#4242`) in another repository's pull request.
-    """
+def link_refs(text, links):
+    """`accelerate#4242` -> `huggingface/accelerate#4242`, so that it links from another repository's PR;
+    `links` maps short repository names to `owner/name`."""
     for short, full in links.items():
         text = re.sub(rf"(?<![\w./-]){re.escape(short)}#(\d+)\b", rf"{full}#\1", text)
-    blocks = []
-    for block in re.split(r"\n[ \t]*\n", text.strip("\n")):
-        lines = block.split("\n")
-        indented = all(line.startswith("  ") for line in lines if line.strip())
-        if indented and not LIST_ITEM.match(lines[0].lstrip()):
-            blocks.append("```\n" + textwrap.dedent(block) + "\n```")
-        else:
-            blocks.append(_unwrap(block))
-    return "\n\n".join(blocks)
+    return text
+
+
+def paragraphs(body):
+    return [block.strip("\n") for block in re.split(r"\n[ \t]*\n", body.strip("\n")) if block.strip()]
+
+
+def measured(body):
+    """The paragraphs of the message with its measurement: those that say `Measured`, else those with a
+    before/after; an indented block (a table) right after one of them comes with it."""
+    blocks = paragraphs(body)
+    for pattern in (MEASURED, BEFORE_AFTER):
+        picked = []
+        for index, block in enumerate(blocks):
+            if pattern.search(block):
+                picked.append(block)
+                nxt = blocks[index + 1] if index + 1 < len(blocks) else ""
+                if nxt.startswith("  ") and nxt not in picked:
+                    picked.append(nxt)
+        if picked:
+            return picked
+    return []
+
+
+def behaviour_change(body):
+    return [block for block in paragraphs(body) if block.startswith(("Behaviour change:", "Behavior change:"))]
+
+
+def diffstat(patch):
+    """One line per file: path (new/deleted), lines added and removed."""
+    rows = []
+    for diff in patch.files:
+        added = sum(1 for h in diff.hunks for line in h.lines if line.startswith("+"))
+        removed = sum(1 for h in diff.hunks for line in h.lines if line.startswith("-"))
+        state = {"A": " (new)", "D": " (deleted)"}.get(diff.status, "")
+        rows.append((f"{diff.path}{state}", f"+{added} -{removed}"))
+    width = max((len(path) for path, _ in rows), default=0)
+    return [f"{path:<{width}}  {counts}" for path, counts in rows]
 
 
 def _base_phrase(target, report_target):
@@ -105,90 +138,177 @@ def _base_phrase(target, report_target):
         return f"the {target.package} {report_target['version']} release"
     if spec.kind == "git":
         where = github_repo(spec.location) or spec.location
-        return f"`{spec.ref}` of {where} (`{commit}`)"
-    return f"commit `{commit}`"
+        return f"{spec.ref} of {where} ({commit})"
+    return f"commit {commit}"
 
 
 def _count(number, word):
     return f"{number} {word}{'' if number == 1 else 's'}"
 
 
-def verify_sentence(ctx, target, name, patch_path):
-    """One paragraph on the last verify result of the patch, or None (with a note on stderr)."""
+def verify_result(ctx, target, name, patch_path):
+    """(lines for the notes, whether the last verify passed the patch); a note on stderr when it did not."""
     report = reports.load_last(ctx.work, target.name)
     entry = next((p for p in (report or {}).get("patches", []) if p["name"] == name), None)
     where = reports.last_path(ctx.work, target.name)
+    rerun = f"run `python3 scripts/series.py verify --target {target.name}`, then pr again"
     if entry is None or not report.get("targets"):
-        ctx.log(f"note: no verify result for {name} in {where}; run `series.py verify --target {target.name}`")
-        return None
+        ctx.log(f"note: no verify result for {name} in {where}; {rerun}")
+        return ["No verify result for this patch yet: the tests' red/green result is missing."], False
     if entry.get("sha256") != sha256_file(patch_path):
-        ctx.log(f"note: the last verify result for {name} is for another version of the patch; run verify again")
-        return None
-    if entry["verdict"] == "not checked":
-        ctx.log(f"note: the last verify run did not check {name} (--patch); run verify again")
-        return None
-    if entry["verdict"] != "ok":
-        why = "; ".join(entry["problems"] + entry.get("notes", [])) or entry["verdict"]
-        ctx.log(f"warning: the last verify of {name} did not pass ({why}); its result is left out")
-        return None
+        ctx.log(f"note: the last verify result for {name} is for another version of the patch; {rerun}")
+        return ["The last verify checked another version of this patch: its result is left out."], False
+    if entry["verdict"] == Verdict.NOT_CHECKED:
+        ctx.log(f"note: the last verify run did not check {name} (--patch); {rerun}")
+        return ["The last verify run did not check this patch: no red/green result."], False
+    when = entry.get("checked_at") or report.get("date") or "?"
     tools = report.get("tools") or {}
     device = "CPU" if report["device"] == "cpu" else "CUDA"
+    on = f"verify of {when} on {_base_phrase(target, report['targets'][0])}, {device}, torch {tools.get('torch')}"
+    if entry["verdict"] != Verdict.OK:
+        why = "; ".join(entry["problems"] + entry.get("notes", [])) or entry["verdict"]
+        ctx.log(f"warning: the last verify of {name} did not pass ({why}); do not submit it as it is")
+        return [f"The {on} did NOT pass this patch: {why}", "Do not submit it before it does."], False
     red, green = entry["red"], entry["green"]
-    parts = [f"without the code change {red['failed']} of {_count(red['total'], 'new test')} fail"]
-    skipped = f" ({green['skipped']} skipped)" if green["skipped"] else ""
-    parts.append(f"with it {green['passed']} pass{skipped}")
-    parts.append("`ruff check` and `ruff format --check` are clean on the changed files")
-    context = f"Checked on {_base_phrase(target, report['targets'][0])}, {device}, torch {tools.get('torch')}"
-    return f"{context}: " + "; ".join(parts) + "."
+    lines = [f"Result of the {on}:"]
+    failing = red.get("failing") or []
+    shown = ", ".join(test.rsplit("::", 1)[-1] for test in failing[:FAILING_SHOWN])
+    more = f" and {len(failing) - FAILING_SHOWN} more" if len(failing) > FAILING_SHOWN else ""
+    lines.append(
+        f"  without the code change (red): {red['failed']} of {_count(red['total'], 'test')} fail"
+        + (f" ({shown}{more})" if shown else "")
+    )
+    skipped = f", {green['skipped']} skipped" if green["skipped"] else ""
+    lines.append(f"  with it (green): {green['passed']} pass{skipped}")
+    lines.append("  ruff check and ruff format --check: clean on the files it changes")
+    return lines, True
+
+
+class Notes:
+    """The notes for the submitter: headed sections of plain lines, shown in one HTML comment."""
+
+    def __init__(self):
+        self.sections = []
+
+    def add(self, heading, lines):
+        """Append a section (nothing when `lines` is empty)."""
+        lines = [line.rstrip() for line in lines]
+        if any(lines):
+            self.sections.append((heading, lines))
+
+    def comment(self, intro):
+        """The notes as one HTML comment, `intro` first; nothing inside can end the comment early."""
+        lines = list(intro)
+        for heading, body in self.sections:
+            lines += ["", f"{heading}:", *(f"  {line}" if line else "" for line in body)]
+        safe = [line.replace("-->", "- ->").replace("<!--", "<! --") for line in lines]
+        return "\n".join(["<!--", *safe, "-->"])
+
+
+def _blocks(blocks):
+    """Paragraphs as lines, a blank line between two."""
+    lines = []
+    for block in blocks:
+        lines += ([""] if lines else []) + block.splitlines()
+    return lines
 
 
 def render(ctx, target, name):
     path = target.patch_path(name)
-    if not path.is_file():
-        raise SeriesError(f"patch {name} of {target.name} is listed but {path} is missing")
+    check_patch(target, name)  # a truncated or garbage file is bad input, not an empty PR
     patch = patchfile.read(path)
+    template = prtemplate.for_target(target)
     links = {}
     for other in ctx.manifest.targets.values():
         full = github_repo(other.git_url)
         if full and other.name != target.name:
             links[full.split("/", 1)[1]] = full
-    body, fixes = split_fixes(patch.body)
+    body = link_refs(patch.body, links)
+    fixed = fixes(body)
+    branches = prtemplate.branches_of(target)
     tests = [
         f.path for f in patch.files if f.status == "A" and f.path.startswith(target.tests) and is_test_file(f.path)
     ]
-    repo = github_repo(target.git_url)
-    web = f"https://github.com/{repo}" if repo else target.git_url.removesuffix(".git")
 
-    out = [patch.subject, "", "# What does this PR do?", "", to_markdown(body, links), ""]
-    if fixes:
-        out += [*(f"Fixes {ref}" for ref in fixes), ""]
-    for dep in target.depends.get(name, []):
-        # Upstream PR numbers are not known here: name the patch, by number and subject.
-        dep_path = target.patch_path(dep)
-        subject = patchfile.read(dep_path).subject if dep_path.is_file() else dep.removesuffix(".patch")[5:]
-        out += [f'Depends on the PR for {dep[:4]} "{subject}" (apply it first).', ""]
+    notes = Notes()
+    notes.add("What the patch changes (lines added and removed per file)", diffstat(patch))
+    shown = measured(body) + behaviour_change(body)
+    notes.add("The before/after its commit message measured", _blocks(measured(body)))
+    notes.add("The behaviour change its commit message states", _blocks(behaviour_change(body)))
     if tests:
-        out += ["## Tests", ""]
-        out += ["New test file" + ("s" if len(tests) > 1 else "") + ": " + ", ".join(f"`{t}`" for t in tests), ""]
-        out += ["```bash", "python -m pytest -v " + " ".join(tests), "```", ""]
-        sentence = verify_sentence(ctx, target, name, path)
-        if sentence:
-            out += [sentence, ""]
-    check = {True: "[x]", False: "[ ]"}
-    out += [
-        "## Before submitting",
-        "",
-        "- [ ] This PR fixes a typo or improves the docs (you can dismiss the other checks if that's the case).",
-        f"- [ ] Did you read the [contributor guideline]({web}/blob/main/CONTRIBUTING.md), Pull Request section?",
-        f"- {check[bool(fixes)]} Was this discussed/approved via a GitHub issue or the "
-        "[forum](https://discuss.huggingface.co/)? Please add a link to it if that's the case.",
-        "- [ ] Did you make sure to update the documentation with your changes? Here are the "
-        f"[documentation guidelines]({web}/tree/main/docs).",
-        f"- {check[bool(tests)]} Did you write any new necessary tests?",
-        "",
+        result, _ = verify_result(ctx, target, name, path)
+        run_them = ["run them from the repository root:", "  python -m pytest -v " + " ".join(tests)]
+        notes.add("Its tests (new files)", [*tests, *run_them, *result])
+    else:
+        notes.add("Its tests", [f"It adds no test file under {target.tests}."])
+    said = [f"It says it fixes {', '.join(fixed)} (the `Fixes` line below)."] if fixed else []
+    refs = threads(body)
+    notes.add("Issues and pull requests its commit message names", said + ([", ".join(refs)] if refs else []))
+    deps = target.depends_on(name)
+    if deps:
+        lines = ["The pull requests of these patches go first; name them by title in the description:"]
+        for dep in deps:
+            lines.append(f'"{patchfile.read(target.patch_path(dep)).subject}" (branch {branches[dep]})')
+        lines += [
+            f"Branch {branches[name]} (`series.py branches`) holds them under this patch:",
+            "until they are merged, its pull request shows their commits too.",
+        ]
+        notes.add("Dependencies", lines)
+    else:
+        notes.add("Branch", [f"{branches[name]} (`series.py branches`): this patch alone on the base."])
+    facts = []
+    if fixed:
+        facts.append("the message names the issue it fixes: the item on a GitHub issue or forum thread")
+    if tests:
+        facts.append(f"it adds {_count(len(tests), 'test file')}: the tests item")
+    notes.add("For the checklist (tick an item only when it is true for you)", facts)
+    # Downstream results (the `downstream` report, when there is one) go here: notes.add("Downstream", lines).
+    notes.add(
+        "The rest of its commit message (for reference: not to be pasted as the description)",
+        _blocks([block for block in paragraphs(body) if block not in shown]),
+    )
+
+    intro = [
+        "NOTES FOR THE SUBMITTER, from `series.py pr`: material to write the description from, not a description."
     ]
-    if target.reviewers:
-        out += ["## Who can review?", "", " ".join(target.reviewers), ""]
+    if template.policy:
+        policy = (
+            f"The pull request template of {template.repo} has a {template.policy[0]} (below): "
+            f"{template.policy_summary}"
+        )
+        intro += textwrap.wrap(policy, NOTES_WIDTH)
+    intro += textwrap.wrap(
+        "Read the diff and run the tests yourself. Then write the description above this comment, in your own "
+        "words: what the pull request changes and why, what you measured, how it is tested, what it depends on. "
+        "Delete this comment before you submit.",
+        NOTES_WIDTH,
+    )
+
+    out = [patch.subject, "", "# What does this PR do?", "", notes.comment(intro), ""]
+    out += [*(f"Fixes {ref}" for ref in fixed), ""] if fixed else []
+    if template.policy:
+        heading, box = template.policy
+        out += [
+            f"## {heading}",
+            "",
+            f"<!-- The policy is the {heading} section of the pull request template of {template.repo}. Tick the box "
+            "yourself, and only if it is true. -->",
+            "",
+            f"- [ ] {box}",
+            "",
+        ]
+    if template.checklist:
+        out += ["## Before submitting", *(f"- [ ] {item}" for item in template.checklist), ""]
+    reviewers = list(target.reviewers)
+    if reviewers or template.reviewers:
+        if template.reviewers and reviewers and tuple(reviewers) != template.reviewers:
+            ctx.log(
+                f"warning: {ctx.manifest.path.name} names {' '.join(reviewers)} as reviewers of {target.name}; its "
+                f"template names {template.review_area}: {' '.join(template.reviewers)}"
+            )
+        handles = " ".join(reviewers or template.reviewers)
+        line = f"{template.review_area}: {handles}" if template.review_area else handles
+        out += ["## Who can review?", "", line, ""]
     return "\n".join(out).rstrip("\n")
 
 
@@ -196,4 +316,7 @@ def run(args, ctx):
     target = ctx.manifest.default_target(args.target)
     name = find_patch(target, args.name)
     ctx.out(render(ctx, target, name))
+    ctx.log(
+        "note: the description is yours to write: the notes in the HTML comment are material, and no box is ticked"
+    )
     return 0

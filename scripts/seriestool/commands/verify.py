@@ -1,5 +1,6 @@
 """`verify`: prove every patch applies, is red without its fix, green with it, and style-clean."""
 
+import argparse
 import datetime
 import json
 import os
@@ -63,10 +64,45 @@ def add_arguments(p):
         metavar="SPEC",
         help="also run the manifest's upstream_tests from path:DIR or git:URL@REF on the base and with the series",
     )
-    p.add_argument("--test-timeout", type=int, default=1800, metavar="S", help="limit per pytest run (1800)")
+    p.add_argument(
+        "--test-timeout", type=positive_seconds, default=1800, metavar="S", help="limit per pytest run (1800)"
+    )
     p.add_argument(
         "--no-cache", action="store_true", help="run every pytest, even where an identical run's outcome is known"
     )
+
+
+def positive_seconds(text):
+    """--test-timeout: a whole number of seconds above 0 (a negative or zero limit would fail every run)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def check_writable(path, option):
+    """Bad input, before the run, when the report file `path` cannot be written: a run of many minutes must not
+    end in an error. An existing file is opened for appending (its content is not changed); a new one is made and
+    removed again."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a folder", str(path))
+        if path.exists():
+            with open(path, "a", encoding="utf-8"):
+                pass
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            os.unlink(path)
+    except OSError as exc:
+        raise SeriesError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
+
+
+def _count(number, word, plural=None):
+    return f"{number} {word if number == 1 else plural or word + 's'}"
 
 
 def resolve_patch(targets, wanted, *, explicit):
@@ -94,6 +130,9 @@ def run(args, ctx):
         raise SeriesError("--base names one target's base; add --target")
     spec = base_mod.parse_spec(args.base)
     base_mod.check_spec(spec)
+    for option, path in (("--json", args.json), ("--junit", args.junit), ("--summary", args.summary)):
+        if path:
+            check_writable(path, option)
     for target in targets:
         check_patches(target)
     only = None
@@ -208,7 +247,13 @@ def run(args, ctx):
     reused = sum(run["cached"] for run in runs)
     if reused:
         ctx.out(f"{reused} of {len(runs)} pytest runs: outcome of an identical earlier run (--no-cache to run them)")
-    ctx.out(f"verify: {'OK' if ok else 'FAILED'} ({len(results)} patch(es), {duration:.1f}s, logs in {logs})")
+    counted = _count(len(results), "patch", "patches")
+    if only is not None:
+        checked = sum(1 for res in results if res.name in only)
+        counted = _count(checked, "patch", "patches")
+        if len(results) > checked:
+            counted += f", {len(results) - checked} more not checked (--patch)"
+    ctx.out(f"verify: {'OK' if ok else 'FAILED'} ({counted}, {duration:.1f}s, logs in {logs})")
     report = {
         "schema_version": SCHEMA_VERSION,
         "ok": ok,

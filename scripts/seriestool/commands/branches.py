@@ -1,0 +1,275 @@
+"""`branches`: one branch per patch in the user's clone, each ready to push as one pull request.
+
+A branch holds its patch alone on the base, or on top of the patches it depends on (the manifest's
+`depends`). Each patch is placed the way `verify` places it (placement.py): it goes in cleanly or with a 3-way
+merge, or it is left out because the base already holds it, or because the last `verify` on this base found
+it fixed upstream differently. Everything is built in a scratch clone; the clone's branches are created or
+moved at the end, in one ref transaction, so a failure leaves them all as they were.
+"""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import prtemplate, reports
+from ..am import check_patches
+from ..clone import committer_identity, open_clean_clone
+from ..errors import SeriesError
+from ..git import GitError, Repo
+from ..placement import landed, place
+from ..preimages import load_preimages
+from ..statuses import BaseStatus, Verdict
+
+
+NAME = "branches"
+HELP = "make one branch per patch in a clone, each to push as one pull request"
+DESCRIPTION = f"""\
+{HELP}.
+
+In the clone (clean work tree; its HEAD, files and other branches are left alone), each patch gets a
+branch named from its subject ({prtemplate.BRANCH_PREFIX}<subject>) holding only that patch on the base
+(--base-ref, default the clone's HEAD), or on top of the patches it depends on (the manifest's `depends`).
+Patches go in as `verify` places them: cleanly or with a 3-way merge; a patch the base already holds is
+left out, and so is one the last `verify` on this base found fixed upstream differently. Running it again
+moves the branches it made to the new result; a branch of that name that it did not make, or that has
+commits of yours since, is not touched (bad input). Nothing is pushed: it prints the `git push` and
+`gh pr create` commands.
+
+example:
+  python3 scripts/series.py branches --repo ~/src/transformers --base-ref upstream/main
+
+exit status: 0 branches made; 2 bad input (dirty clone, unknown ref, a patch that does not apply, a branch
+that is not ours): no branch made or moved."""
+NEEDS_GIT = True
+NEEDS_WORK = True
+
+REFLOG_MESSAGE = "series.py branches"
+
+
+def add_arguments(p):
+    p.add_argument("--repo", required=True, metavar="FORK", help="your clone of the upstream repository")
+    p.add_argument("--target", help="target in the manifest (default: the first)")
+    p.add_argument("--base-ref", metavar="REF", help="the commit the branches start from (default: HEAD)")
+
+
+class _Branch:
+    def __init__(self, patch, branch):
+        self.patch, self.branch = patch, branch
+        self.tip = None  # the commit the branch gets, or None when the patch is left out
+        self.holds = []  # the patches it depends on, under it
+        self.without = []  # the patches it depends on that are left out
+        self.status = None  # BaseStatus
+        self.why = ""  # why it is left out
+
+
+def run(args, ctx):
+    target = ctx.manifest.default_target(args.target)
+    check_patches(target)
+    repo = open_clean_clone(args.repo, NAME)
+    identity = committer_identity(repo)
+    ref = args.base_ref or "HEAD"
+    base = repo.rev(ref)
+    if base is None:
+        raise SeriesError(f"{ref!r} is not a commit in {repo.path}")
+    if not target.patches:
+        ctx.out(f"no patches for {target.name}: no branches")
+        return 0
+    names = prtemplate.branches_of(target)
+    for branch in names.values():
+        if not repo.ok("check-ref-format", "--branch", branch):
+            raise SeriesError(f"{branch!r} is not a valid branch name")
+    judged = reports.judged(ctx.work, target, base)
+
+    folder = ctx.work_dir() / "branches"
+    folder.mkdir(exist_ok=True)
+    for left in folder.glob(f".{target.name}.*"):  # the scratch clone of a run that was killed
+        shutil.rmtree(left, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
+    try:
+        plan = _build(ctx, target, repo, base, ref, identity, tmp / "repo", names, judged)
+        moves = _check_moves(repo, plan)
+        if moves:
+            _publish(repo, tmp / "repo", moves)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _report(ctx, target, repo, base, ref, plan, moves, judged)
+    return 0
+
+
+def _build(ctx, target, repo, base, ref, identity, path, names, judged):
+    """Every patch's branch, built in a scratch clone that shares the clone's objects."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Repo(path.parent, isolated=True).run("clone", "--quiet", "--shared", "--no-checkout", str(repo.path), str(path))
+    scratch = Repo(path, isolated=True, env=identity)
+    present = landed(scratch, base, target.patch_paths(), ctx.work_dir())
+    loaded = []
+
+    def preimages():
+        if not loaded:
+            loaded.append(True)
+            problem = load_preimages(scratch, target, ctx.downloads, ctx.log)
+            if problem:
+                ctx.log(problem)
+
+    plan = {}
+    for name in target.patches:
+        entry = plan[name] = _Branch(name, names[name])
+        patch = target.patch_path(name)
+        if patch in present:
+            entry.status, entry.why = BaseStatus.ALREADY_UPSTREAM, "already upstream (the base holds the whole patch)"
+            continue
+        entry.holds = [dep for dep in target.depends_on(name) if plan[dep].tip is not None]
+        entry.without = [dep for dep in target.depends_on(name) if plan[dep].tip is None]
+        scratch.reset_hard(base)
+        for dep in entry.holds:
+            placed = place(scratch, target.patch_path(dep), preimages=preimages)
+            if not placed.status.went_in:
+                raise SeriesError(
+                    f"patch {dep} does not go in under {name}, which depends on it ({_files(placed)}), on {ref}; "
+                    "no branch was made or moved"
+                )
+        placed = place(scratch, patch, preimages=preimages)
+        entry.status = placed.status
+        if placed.status.went_in:
+            entry.tip = scratch.head()
+            continue
+        if placed.status == BaseStatus.ALREADY_UPSTREAM:
+            entry.why = "already upstream (the base holds the whole patch)"
+            continue
+        verdict = judged.get(name)
+        if verdict is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
+            entry.status = BaseStatus.FIXED_DIFFERENTLY
+            entry.why = f"fixed upstream differently, as the verify of {verdict.date} on this base found"
+            continue
+        under = f" on top of {', '.join(dep[:4] for dep in entry.holds)}" if entry.holds else ""
+        raise SeriesError(
+            f"patch {name} does not apply on {ref} of {repo.path}{under} ({_files(placed)}); no branch was made or "
+            f"moved. `verify --target {target.name} --base path:{repo.path}` (for HEAD) tells whether upstream "
+            "fixed it differently; then it is left out"
+        )
+    return plan
+
+
+def _files(placed):
+    return ", ".join(conflict.describe() for conflict in placed.conflicts) or "git am failed"
+
+
+def _check_moves(repo, plan):
+    """[(branch, new commit, old commit or None)] to make; bad input when a branch to move is not ours or is
+    checked out."""
+    checked_out = _checked_out(repo)
+    moves = []
+    for entry in plan.values():
+        if entry.tip is None:
+            continue
+        old = repo.rev(f"refs/heads/{entry.branch}")
+        if old == entry.tip:
+            continue
+        if old is not None:
+            last = repo.run("reflog", "show", "--format=%gs", "-n", "1", f"refs/heads/{entry.branch}", check=False)
+            if not last.stdout.startswith(REFLOG_MESSAGE):
+                what = f"its last change: {last.stdout.strip()!r}" if last.stdout.strip() else "it has no reflog"
+                raise SeriesError(
+                    f"branch {entry.branch} in {repo.path} was not made by `branches`, or has changed since "
+                    f"({what}); rename or delete it, then run again (no branch was made or moved)"
+                )
+            if entry.branch in checked_out:
+                raise SeriesError(
+                    f"branch {entry.branch} is checked out in {checked_out[entry.branch]}; switch to another "
+                    "branch there, then run again (no branch was made or moved)"
+                )
+        moves.append((entry.branch, entry.tip, old))
+    return moves
+
+
+def _checked_out(repo):
+    """{branch: work tree} of every work tree of the clone."""
+    found, tree = {}, None
+    for line in repo.out("worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            tree = line.split(" ", 1)[1]
+        elif line.startswith("branch refs/heads/"):
+            found[line.removeprefix("branch refs/heads/")] = tree
+    return found
+
+
+def _publish(repo, scratch_path, moves):
+    """Copy the new commits into the clone, then create or move every branch in one transaction."""
+    scratch = Repo(scratch_path, isolated=True)
+    refs = []
+    for index, (_, tip, _) in enumerate(moves):
+        ref = f"refs/series/branch-{index}"
+        scratch.run("update-ref", ref, tip)
+        refs.append(ref)
+    try:
+        repo.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", str(scratch_path), *refs)
+    except GitError as exc:
+        raise SeriesError(
+            f"cannot copy the new commits into {repo.path}: {exc}; no branch was made or moved"
+        ) from None
+    zero = "0" * len(moves[0][1])
+    lines = ["start"]
+    lines += [f"update refs/heads/{branch} {tip} {old or zero}" for branch, tip, old in moves]
+    lines += ["prepare", "commit", ""]
+    proc = repo.run(
+        "update-ref", "-m", REFLOG_MESSAGE, "--create-reflog", "--stdin", input="\n".join(lines), check=False
+    )
+    if proc.returncode != 0:
+        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+        raise SeriesError(f"cannot update the branches in {repo.path} ({why}); no branch was made or moved")
+
+
+def _report(ctx, target, repo, base, ref, plan, moves, judged):
+    moved = {branch: old for branch, _, old in moves}
+    made = [entry for entry in plan.values() if entry.tip is not None]
+    ctx.out(
+        f"branches of {target.name} in {repo.path}, on {ref} ({base[:12]}): "
+        f"{sum(1 for e in made if e.branch in moved and moved[e.branch] is None)} made, "
+        f"{sum(1 for e in made if moved.get(e.branch))} moved, "
+        f"{sum(1 for e in made if e.branch not in moved)} unchanged"
+    )
+    rows = [("patch", "branch", "commits", "applies", "verify on this base")]
+    for entry in made:
+        verdict = judged.get(entry.patch)
+        if verdict is None:
+            checked = "not verified"
+        elif verdict.verdict == Verdict.OK:
+            checked = f"ok ({verdict.date})"
+        else:
+            checked = f"{verdict.verdict.upper()} ({verdict.date})"
+        commits = str(len(entry.holds) + 1)
+        rows.append((entry.patch[:4], entry.branch, commits, str(entry.status), checked))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        ctx.out("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    for entry in plan.values():
+        if entry.tip is None:
+            ctx.out(f"left out {entry.patch}: {entry.why}")
+    for entry in made:
+        if entry.without:
+            ctx.out(f"{entry.branch}: made without {', '.join(entry.without)}, which it depends on (left out)")
+        if entry.holds:
+            ctx.out(
+                f"{entry.branch} holds {', '.join(dep[:4] for dep in entry.holds)} under {entry.patch[:4]} (depends): "
+                "open its pull request after theirs are merged, or as a draft"
+            )
+    if not judged:
+        ctx.out(
+            f"not verified on this base: `python3 scripts/series.py verify --target {target.name} --base "
+            f"path:{repo.path}` checks the patches on the clone's HEAD"
+        )
+    elif any(judged.get(e.patch) is None or judged[e.patch].verdict != Verdict.OK for e in made):
+        ctx.out("some branches hold a patch the last verify on this base did not pass: check them before you push")
+    if not made:
+        return
+    upstream = prtemplate.github_repo(target.git_url) or target.git_url
+    ctx.out(f"nothing was pushed. To submit (origin: your fork of {upstream}; <you>: your GitHub user):")
+    ctx.out(f"  git -C {repo.path} push --force-with-lease origin " + " ".join(entry.branch for entry in made))
+    ctx.out("then for each pull request, write its description in the file yourself (docs/user.md, submitting):")
+    for entry in made:
+        text = f"/tmp/pr-{target.name}-{entry.patch[:4]}.md"
+        ctx.out(f"  python3 scripts/series.py pr {entry.patch[:4]} --target {target.name} > {text}")
+        ctx.out(
+            f"  gh pr create --repo {upstream} --head <you>:{entry.branch} "
+            f'--title "$(head -n 1 {text})" --body "$(tail -n +3 {text})"'
+        )

@@ -1,0 +1,174 @@
+"""`branches`: one branch per patch in a user's clone, each holding only its patch (and what it depends on),
+placed as `verify` places it; all or nothing; and `checkout --base` builds a base the way verify judged it."""
+
+import json
+
+from seriesfixtures import GOOD, TRUNCATE, VERSION, apply_changes, git, one_error_line, repo_state
+
+
+# Changes `def mul`: with upstream's reordered `return b * a` below it, it goes in with a 3-way merge.
+MUL_DEFAULT = (
+    "core: give mul() a default factor",
+    {
+        "src/fakepkg/core.py": ("def mul(a, b):", "def mul(a, b=1):"),
+        "tests/regress/test_mul_default.py": (
+            "from fakepkg.core import mul\n\n\ndef test_mul_default():\n    assert mul(4) == 4\n"
+        ),
+    },
+)
+BRANCHES = {
+    "trainer-series/core-make-add-add": "0001",
+    "trainer-series/core-truncate-add": "0002",
+    "trainer-series/fakepkg-add-version": "0003",
+}
+
+
+def _series_with_a_dependency(fake):
+    names = fake.build_series(GOOD, TRUNCATE, VERSION)
+    with open(fake.manifest, "a", encoding="utf-8") as fh:
+        fh.write(f'\n[targets.fake.depends]\n"{names[1]}" = ["{names[0]}"]\n')
+    return names
+
+
+def _branches(repo):
+    """{branch: commits on top of main} of the branches `branches` makes."""
+    out = git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/trainer-series")
+    return {name: int(git(repo, "rev-list", "--count", f"main..{name}")) for name in out.splitlines()}
+
+
+def _state(repo):
+    state = repo_state(repo)
+    del state["branches"]
+    return state
+
+
+def test_one_branch_per_patch_and_a_dependent_one_holds_its_dependency(fake):
+    _series_with_a_dependency(fake)
+    repo = fake.upstream_repo(fake.root / "fork")
+    git(repo, "config", "user.name", "Fork Owner")
+    git(repo, "config", "user.email", "owner@example.com")
+    before = _state(repo)
+    proc = fake.ok("branches", "--repo", str(repo))
+    assert _branches(repo) == dict(zip(BRANCHES, [1, 2, 1], strict=True))
+    assert _state(repo) == before  # HEAD, branch, files and status are left alone
+    # The dependent branch holds exactly the first patch's branch, then its own patch.
+    assert git(repo, "rev-parse", "trainer-series/core-truncate-add~1") == git(
+        repo, "rev-parse", "trainer-series/core-make-add-add"
+    )
+    assert git(repo, "log", "--format=%s", "main..trainer-series/core-truncate-add").splitlines() == [
+        "core: truncate add()",
+        "core: make add() add",
+    ]
+    assert git(repo, "show", "trainer-series/fakepkg-add-version:src/fakepkg/core.py").count("return a - b") == 1
+    # Commits by the clone's user, authored as in the patch.
+    assert git(repo, "log", "-1", "--format=%an|%cn", "trainer-series/core-make-add-add") == "Test Author|Fork Owner"
+    out = proc.stdout
+    assert out.splitlines()[0].endswith(": 3 made, 0 moved, 0 unchanged")
+    for branch, number in BRANCHES.items():
+        assert f"  {number}   {branch}" in out
+        assert f"--head <you>:{branch} " in out and f"pr {number} --target fake > /tmp/pr-fake-{number}.md" in out
+    assert f"push --force-with-lease origin {' '.join(BRANCHES)}" in out
+    assert "holds 0001 under 0002 (depends)" in out and "nothing was pushed" in out
+    assert "left out" not in out
+
+    # Running it again changes nothing; after the base moves, it moves every branch.
+    again = fake.ok("branches", "--repo", str(repo))
+    assert again.stdout.splitlines()[0].endswith(": 0 made, 0 moved, 3 unchanged")
+    tips = {branch: git(repo, "rev-parse", branch) for branch in BRANCHES}
+    apply_changes(repo, {"README.md": ("A fake upstream", "A moved upstream")})
+    git(repo, "commit", "--quiet", "-am", "upstream moves on")
+    moved = fake.ok("branches", "--repo", str(repo))
+    assert moved.stdout.splitlines()[0].endswith(": 0 made, 3 moved, 0 unchanged")
+    assert _branches(repo) == dict(zip(BRANCHES, [1, 2, 1], strict=True))
+    assert all(git(repo, "rev-parse", branch) != tip for branch, tip in tips.items())
+
+
+def test_a_branch_that_is_not_ours_or_has_new_commits_is_not_moved(fake):
+    _series_with_a_dependency(fake)
+    repo = fake.upstream_repo(fake.root / "fork")
+    git(repo, "branch", "trainer-series/fakepkg-add-version")  # the user's own branch of that name
+    before = repo_state(repo)
+    line = one_error_line(fake.run("branches", "--repo", str(repo)))
+    assert "branch trainer-series/fakepkg-add-version" in line and "was not made by `branches`" in line
+    assert repo_state(repo) == before  # not even the other two branches were made
+
+    git(repo, "branch", "-D", "trainer-series/fakepkg-add-version")
+    fake.ok("branches", "--repo", str(repo))
+    # A commit of the user's on one of the branches: the next run leaves everything alone.
+    git(repo, "switch", "--quiet", "trainer-series/core-make-add-add")
+    apply_changes(repo, {"README.md": ("A fake upstream", "Review comments addressed in")})
+    git(repo, "commit", "--quiet", "-am", "address review")
+    git(repo, "switch", "--quiet", "main")
+    apply_changes(repo, {"README.md": ("A fake upstream", "A moved upstream")})
+    git(repo, "commit", "--quiet", "-am", "upstream moves on")
+    before = repo_state(repo)
+    line = one_error_line(fake.run("branches", "--repo", str(repo)))
+    assert "trainer-series/core-make-add-add" in line and "'commit: address review'" in line
+    assert repo_state(repo) == before
+
+
+def test_a_dirty_clone_or_an_unknown_ref_is_refused(fake):
+    _series_with_a_dependency(fake)
+    repo = fake.upstream_repo(fake.root / "fork")
+    (repo / "notes.txt").write_text("mine\n", encoding="utf-8")
+    before = repo_state(repo)
+    assert "has uncommitted changes or untracked files (notes.txt" in one_error_line(
+        fake.run("branches", "--repo", str(repo))
+    )
+    assert repo_state(repo) == before
+    (repo / "notes.txt").unlink()
+    assert "'nope' is not a commit in" in one_error_line(
+        fake.run("branches", "--repo", str(repo), "--base-ref", "nope")
+    )
+    assert _branches(repo) == {}
+
+
+def test_a_patch_that_does_not_apply_leaves_no_branch(fake):
+    _series_with_a_dependency(fake)
+    repo = fake.upstream_repo(fake.root / "fork")
+    # Upstream rewrote the line the first patch changes, still wrong: it conflicts (and verify would say so).
+    apply_changes(repo, {"src/fakepkg/core.py": ("return a - b", "return -(b - a)")})
+    git(repo, "commit", "--quiet", "-am", "upstream rewrites add()")
+    before = repo_state(repo)
+    killed = fake.work / "branches" / ".fake.abcd1234" / "repo"  # left by a run that was killed
+    killed.mkdir(parents=True)
+    line = one_error_line(fake.run("branches", "--repo", str(repo)))
+    assert "patch 0001-core-make-add-add.patch does not apply on HEAD of" in line
+    assert "src/fakepkg/core.py: content differs" in line and "no branch was made or moved" in line
+    assert repo_state(repo) == before  # the third patch would go in: still no branch at all
+    assert not list((fake.work / "branches").iterdir())  # no scratch clone left behind, nor the old one
+
+
+def test_a_base_verify_passes_checkout_and_branches_build_as_verify_judged(fake, test_python):
+    """A base where one patch is already upstream, one merges 3-way and one was fixed upstream differently:
+    verify passes it, and checkout and branches leave out the same patches."""
+    names = fake.build_series(GOOD, MUL_DEFAULT, VERSION)
+    upstream = fake.upstream_repo(fake.root / "upstream")
+    git(upstream, "am", "--quiet", str(fake.patches_dir / "fake" / names[2]))
+    apply_changes(upstream, {"src/fakepkg/core.py": ("return a - b", "return sum((a, b))")})
+    apply_changes(upstream, {"src/fakepkg/core.py": ("    return a * b\n", "    return b * a\n")})
+    git(upstream, "commit", "--quiet", "-am", "upstream fixes add() its own way and reorders mul()")
+    base = f"path:{upstream}"
+
+    # Without a verify on this base, checkout cannot know that the conflict is a fix upstream.
+    line = one_error_line(fake.run("checkout", "--dir", str(fake.root / "co"), "--base", base))
+    assert f"patch {names[0]} does not apply" in line and f"`verify --target fake --base {base}` finds out" in line
+
+    report = fake.root / "report.json"
+    proc = fake.run("verify", "--python", test_python, "--target", "fake", "--base", base, "--json", str(report))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    statuses = [p["base_status"] for p in json.loads(report.read_text(encoding="utf-8"))["patches"]]
+    assert statuses == ["fixed-differently", "3-way", "already-upstream"]
+
+    dest = fake.root / "co"
+    proc = fake.ok("checkout", "--dir", str(dest), "--base", base)
+    assert git(dest, "log", "--format=%s", "series/base..HEAD").splitlines() == ["core: give mul() a default factor"]
+    assert f"left out {names[0]}: fixed upstream differently, as the verify of 20" in proc.stderr
+    assert f"left out {names[2]}: already upstream" in proc.stderr
+    assert "+ 1 patch(es) on branch patches; left out: 0001 (fixed upstream differently" in proc.stdout
+
+    proc = fake.ok("branches", "--repo", str(upstream))
+    assert _branches(upstream) == {"trainer-series/core-give-mul-a-default-factor": 1}
+    assert "  0002   trainer-series/core-give-mul-a-default-factor  1        3-way    ok (20" in proc.stdout
+    assert f"left out {names[0]}: fixed upstream differently" in proc.stdout
+    assert f"left out {names[2]}: already upstream" in proc.stdout
