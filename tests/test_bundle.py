@@ -6,13 +6,27 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 import tomllib
 
 import pytest
-from seriesfixtures import ALL_SKIPPED, GOOD, NO_TESTS, NOT_RED, REPO_ROOT, SERIES, VERSION, one_error_line, table_rows
+from seriesfixtures import (
+    ALL_SKIPPED,
+    COLLECT_ERROR,
+    GOOD,
+    IMPORT_ONLY,
+    NO_TESTS,
+    NOT_RED,
+    REPO_ROOT,
+    SERIES,
+    VERSION,
+    one_error_line,
+    table_rows,
+)
 
 
 RUNNER = REPO_ROOT / "scripts" / "run_gpu_checks.py"
@@ -61,11 +75,11 @@ def torch_python(test_python):
 
 
 def test_fake_bundle_replays_verify_on_cpu(fake, torch_python, tmp_path):
-    fake.build_series(GOOD, NOT_RED, NO_TESTS, VERSION, ALL_SKIPPED)
+    fake.build_series(GOOD, NOT_RED, NO_TESTS, VERSION, ALL_SKIPPED, COLLECT_ERROR, IMPORT_ONLY)
     out = tmp_path / "gpu.tar.gz"
     proc = _build(fake, torch_python, out)
     assert proc.returncode == 0, proc.stderr
-    assert "5 patch(es), 4 test file(s)" in proc.stdout and "series-gpu-checks/deps" in proc.stdout
+    assert "7 patch(es), 6 test file(s)" in proc.stdout and "series-gpu-checks/deps" in proc.stdout
     bundle_dir = _unpack(out, tmp_path / "unpacked")
     bundle = json.loads((bundle_dir / "bundle.json").read_text(encoding="utf-8"))
 
@@ -108,7 +122,8 @@ def test_fake_bundle_replays_verify_on_cpu(fake, torch_python, tmp_path):
         for run in ("red", "green"):
             assert {k: mine[run][k] for k in counts} == {k: theirs[run][k] for k in counts}, (mine["name"], run)
     verdicts = [p["verdict"] for p in got["patches"]]
-    assert verdicts == ["ok", "fail", "fail", "ok", "fail"]
+    assert verdicts == ["ok", "fail", "fail", "ok", "fail", "fail", "fail"]
+    assert [p["red"]["status"] for p in got["patches"]][5:] == ["error", "import-only"]
 
     # The table is verify's: the same cells but style, which the runner leaves to verify.
     mine, theirs = table_rows(proc.stdout), table_rows(verified.stdout)
@@ -138,6 +153,24 @@ def test_plain_run_without_a_gpu_exits_2(fake, torch_python, tmp_path):
     proc = _run(bundle_dir, torch_python, "--cpu")
     assert proc.returncode == 2
     assert "the bundle is damaged: stages/fake/0001/src/fakepkg/core.py (sha256 differs)" in proc.stderr
+
+
+def test_runner_names_a_package_the_tests_import_that_is_missing(fake, torch_python, tmp_path):
+    missing = (
+        "core: make add() add, with a helper",
+        {
+            "src/fakepkg/core.py": ("return a - b", "return a + b"),
+            "tests/regress/test_helper.py": "import no_such_helper_pkg\n\n\ndef test_helper():\n    assert True\n",
+        },
+    )
+    fake.build_series(missing)
+    out = tmp_path / "gpu.tar.gz"
+    assert _build(fake, torch_python, out).returncode == 0
+    proc = _run(_unpack(out, tmp_path / "unpacked"), torch_python, "--cpu")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (
+        "the release does not import" in proc.stderr and "(module no_such_helper_pkg is not installed" in proc.stderr
+    )
 
 
 def test_runner_bad_arguments_and_interpreters(fake, torch_python, tmp_path):
@@ -363,3 +396,49 @@ def test_real_series_bundle(torch_python, tmp_path):
     assert len(rows) == sum(len(t["patches"]) for t in bundle["targets"])
     checked = [row for row in rows if row["verdict"] == "ok"]
     assert len(checked) == len(bundle["targets"]) and all(row["red fail/all"].startswith("yes") for row in checked)
+
+
+def test_interrupted_runner_stops_its_pytest(fake, torch_python, tmp_path):
+    """Ctrl-C while a test runs: the runner stops that pytest's whole process group and exits 130."""
+    blocking = (
+        "core: make add() add, slowly",
+        {
+            "src/fakepkg/core.py": ("return a - b", "return a + b"),
+            "tests/regress/test_block.py": (
+                "import os\nimport pathlib\nimport time\n\nfrom fakepkg.core import add\n\n\n"
+                "def test_block():\n"
+                "    pathlib.Path(os.environ['BLOCK_PIDFILE']).write_text(str(os.getpgid(0)))\n"
+                "    time.sleep(120)\n"
+                "    assert add(1, 1) == 2\n"
+            ),
+        },
+    )
+    fake.build_series(blocking)
+    out = tmp_path / "gpu.tar.gz"
+    assert _build(fake, torch_python, out).returncode == 0
+    bundle_dir = _unpack(out, tmp_path / "unpacked")
+    pidfile = tmp_path / "pgid"
+    env = dict(os.environ, BLOCK_PIDFILE=str(pidfile))
+    env.pop("PYTHONPATH", None)
+    runner = subprocess.Popen(
+        [torch_python, str(bundle_dir / "run_gpu_checks.py"), "--cpu"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() or not pidfile.read_text():
+            assert runner.poll() is None, runner.communicate()
+            assert time.monotonic() < deadline, "the blocking test never started"
+            time.sleep(0.1)
+        pgid = int(pidfile.read_text())
+        runner.send_signal(signal.SIGINT)
+        _, err = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130 and "run_gpu_checks: error: interrupted" in err
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)

@@ -223,7 +223,7 @@ def dist_members(dist):
     return members
 
 
-def test_imports(sources):
+def imported_modules(sources):
     """(module, [names]) the test files import at module level (also under a module-level `if`), not the
     standard library's or the tests' own: what the runner imports once before the checks."""
     wanted = {}
@@ -424,7 +424,7 @@ def build(ctx, targets, python):
         "torch_requires": ">=2.6",
         "targets": entries,
         "deps": {"site": site, "packages": packages, "compiled": needed},
-        "imports": test_imports(tests),
+        "imports": imported_modules(tests),
         "seed": seed,
     }
     return files, bundle
