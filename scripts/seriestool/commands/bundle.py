@@ -19,9 +19,10 @@ The archive (.tar.gz, one folder series-gpu-checks/) holds the pinned sdists, ev
 or changes as it is after that patch (put on the pinned base plus the earlier patches here), the
 patches, the pure-Python packages the tests need (from the pinned venv, or --python's environment), seed
 000's reproduction, bundle.json (contents and sha256 of every file) and run_gpu_checks.py (standard
-library only, Python 3.10+). No torch: on the GPU machine, unpack it and run
+library only). No torch: on the GPU machine, unpack it and run, with the Python of the machine's CUDA
+torch (2.6 or newer; the Python the pinned releases need: 3.11+ for transformers 5.24.0),
 
-  python3 run_gpu_checks.py          # with the Python of the machine's CUDA torch (2.6 or newer)
+  python3 run_gpu_checks.py
 
 which replays each patch red/green on CUDA, the companion run, the multi-process tests and seed 000,
 prints verify's table and writes a JSON report (docs/reviewer-ci.md, "GPU checks on a borrowed machine").
