@@ -227,6 +227,9 @@ def test_bundle_is_reproducible(fake, torch_python, tmp_path):
     assert _build(fake, torch_python, first).returncode == 0
     assert _build(fake, torch_python, second).returncode == 0
     assert first.read_bytes() == second.read_bytes()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert first.stat().st_mode & 0o777 == 0o666 & ~mask  # as any new file, not private like a temporary one
 
 
 def test_runner_table_is_verifys():

@@ -467,6 +467,9 @@ def write(out, files, bundle):
                         _info(f"{TOP}/{rel}", len(blob), tarfile.REGTYPE, 0o755 if executable else 0o644),
                         io.BytesIO(blob),
                     )
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp made it private; an archive to copy is as any new file
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
