@@ -39,8 +39,9 @@ def _steps(workflow):
 def _series_calls(workflow):
     """The argument lists of every `scripts/series.py` call in the job scripts."""
     calls = []
-    for _, step in _steps(workflow):
-        words = shlex.split(step.get("run", "").replace("\\\n", " "))
+    lines = [line for _, step in _steps(workflow) for line in step.get("run", "").replace("\\\n", " ").splitlines()]
+    for line in lines:
+        words = shlex.split(line)
         for index, word in enumerate(words):
             if word.endswith("scripts/series.py"):
                 rest = words[index + 1 :]
@@ -87,6 +88,10 @@ def test_workflows_are_small_pinned_and_cached():
     assert main["env"]["BASE"] == "git:${{ matrix.url }}@main"
     gpu = nightly["jobs"]["gpu"]
     assert gpu["runs-on"][0] == "self-hosted" and {"gpu", "t4"} <= set(gpu["runs-on"])
+    # the bundle's runner, after verify, with the venv verify used
+    assert [c[0] for c in _series_calls({"jobs": {"gpu": gpu}})] == ["verify", "bundle"]
+    script = next(step["run"] for step in gpu["steps"] if "run_gpu_checks.py" in step.get("run", ""))
+    assert "--json" in script and "--python" in script
 
     tests = nightly["jobs"]["upstream-tests"]
     pairs = {(item["ref"], item["base"]) for item in tests["strategy"]["matrix"]["include"]}
@@ -112,7 +117,7 @@ def test_workflows_are_small_pinned_and_cached():
 def test_workflow_commands_are_valid_tool_calls():
     parser = build_parser()
     calls = [call for workflow in _workflows().values() for call in _series_calls(workflow)]
-    assert len(calls) == 5
+    assert len(calls) == 6
     for call in calls:
         try:
             parser.parse_args(call)
