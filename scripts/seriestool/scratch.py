@@ -13,11 +13,12 @@ def _spec_key(spec, target):
     return base_mod.key_of(spec, target) or f"{spec.kind}:{spec.location}@{spec.ref}"
 
 
-def prepare_scratch(ctx, target, spec):
-    """A tool-owned checkout of the base under <work>/verify/<target>, reused between runs."""
-    path = ctx.work / "verify" / target.name
+def prepare_scratch(ctx, target, spec, where="verify"):
+    """A tool-owned checkout of the base under <work>/<where>/<target> (`verify`'s, or another command's),
+    reused between runs."""
+    path = ctx.work / where / target.name
     key = _spec_key(spec, target)
-    clean_leftovers(ctx, target)
+    clean_leftovers(ctx, target, where)
     repo = Repo(path, isolated=True)
     if path.is_dir() and repo.is_work_tree() and repo.config("series.basekey") == key:
         if repo.operation_in_progress():
@@ -42,9 +43,9 @@ def prepare_scratch(ctx, target, spec):
     return Repo(path, isolated=True), base
 
 
-def clean_leftovers(ctx, target):
+def clean_leftovers(ctx, target, where="verify"):
     """Staging folders of an interrupted run beside the scratch checkout of `target`."""
-    folder = ctx.work / "verify"
+    folder = ctx.work / where
     if folder.is_dir():
         for path in folder.glob(f".{target.name}.*"):
             shutil.rmtree(path, ignore_errors=True)

@@ -9,7 +9,7 @@ import re
 import textwrap
 
 from .. import base as base_mod
-from .. import patchfile, reports
+from .. import downstream, patchfile, reports
 from ..archive import sha256_file
 from ..errors import SeriesError
 from ..manifest import find_patch
@@ -24,7 +24,8 @@ DESCRIPTION = f"""\
 The first line is the title (the commit subject), then a blank line, then the markdown body in the
 upstream PR template: the commit message, `Fixes` lines, the test files the patch adds and how to run
 them, the result of the last `verify` of that patch (when it passed, for this version of the patch),
-the "Before submitting" checklist and the target's reviewers.
+what the last `downstream` run measured for it (TRL, sentence-transformers, ...: the scenarios it
+changes and why), the "Before submitting" checklist and the target's reviewers.
 
 example:
   python3 scripts/series.py pr 0001 --target transformers > /tmp/pr-0001.md
@@ -174,6 +175,9 @@ def render(ctx, target, name):
         sentence = verify_sentence(ctx, target, name, path)
         if sentence:
             out += [sentence, ""]
+    lines = downstream.pr_lines(ctx, target, name)
+    if lines:
+        out += ["## Downstream", "", *lines, ""]
     check = {True: "[x]", False: "[ ]"}
     out += [
         "## Before submitting",
