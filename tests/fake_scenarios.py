@@ -2,7 +2,8 @@
 
 Its scenarios read the fake target package (`fakepkg`, from the tree on PYTHONPATH) and the fake downstream
 package (`fakedown`, from the install), so that each fixture patch changes some outcomes and not others.
-`fake/crash` dies without an outcome when the file named by $FAKE_CRASH exists.
+`fake/crash` dies without an outcome when the file named by $FAKE_CRASH exists, and fails to train (an
+outcome with an error) when the file named by $FAKE_ERROR does.
 """
 
 import argparse
@@ -29,13 +30,14 @@ def outcome(name):
 
     if name == "fake/crash" and os.path.exists(os.environ.get("FAKE_CRASH", "/nonexistent")):
         os._exit(3)
+    failed = name == "fake/crash" and os.path.exists(os.environ.get("FAKE_ERROR", "/nonexistent"))
     value = add(2, 3) if name.endswith("/add") else mul(2, 3)
     version = getattr(fakepkg, "__version__", None) if name == "fake/version" else None
     weights = [float(value), abs(float(value)) + 1.0]
     return {
         "name": name,
         "package": "fakedown",
-        "error": None,
+        "error": "RuntimeError: the trainer broke" if failed else None,
         "global_step": value + (fakedown.OFFSET if name.startswith("fake-0.9") else 0),
         "updates": value,
         "scheduler_steps": value,

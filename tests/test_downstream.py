@@ -275,7 +275,15 @@ def test_patch_stops_the_series_and_stale_declarations_are_noted(fake, env):
     assert [p["label"] for p in data["points"]] == ["release", "0001", "0002"]
     assert {e["name"]: e["patch"] for e in data["scenarios"]}["fake/version"] is None
     assert [s["reason"] for s in data["not_seen"]] == ["stale"]
-    assert f"note: {names[1]} declares a difference in fake/mul that no run showed (stale)" in proc.stdout
+    assert f"note: {names[1]} declares a difference in fake/mul: no run showed it (stale)" in proc.stdout
+
+
+def test_a_declaration_that_names_no_scenario_is_noted(fake, env):
+    names = fake.build_series(GOOD)
+    _declare(fake, names, {0: [(["fake*/add"], "add() adds", None), (["fake/sub"], "a typo", None)]})
+    proc, data = _run(fake, env, "--scenario", "fake/add")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [(s["scenarios"], s["why"]) for s in data["not_seen"]] == [(["fake/sub"], "matches no scenario")]
 
 
 def test_a_scenario_that_dies_fails_the_run_and_is_not_cached(fake, env, tmp_path):
@@ -292,6 +300,17 @@ def test_a_scenario_that_dies_fails_the_run_and_is_not_cached(fake, env, tmp_pat
     proc, data = _run(fake, dict(env, FAKE_CRASH=str(crash)), "--scenario", "fake/crash")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["outcomes"]["reused"] == 0
+
+
+def test_a_scenario_that_fails_on_the_release_fails_the_run(fake, env, tmp_path):
+    fake.build_series(GOOD)
+    broken = tmp_path / "broken"
+    broken.write_text("", encoding="utf-8")
+    proc, data = _run(fake, dict(env, FAKE_ERROR=str(broken)), "--scenario", "fake/crash")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert data["scenarios"][0]["differences"] == []  # it fails the same way with the series
+    message = "not run: fake/crash at release: training fails on the release: RuntimeError: the trainer broke"
+    assert message in proc.stdout
 
 
 @pytest.mark.parametrize(

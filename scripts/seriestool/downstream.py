@@ -711,22 +711,36 @@ def _summary(outcome):
     return summary
 
 
-def not_seen(manifest, points, scenarios, names):
-    """Declarations of the patches in `points` that no change of the scenarios run matches (stale ones)."""
+def not_seen(manifest, points, scenarios, names, known):
+    """Declarations of the patches in `points` that nothing matches: patterns that name no scenario at all
+    (`known`: every scenario there is), or no change of the scenarios run (`names`) - stale or mistyped."""
     stale = []
     for point in points[1:]:
         for entry in manifest.target(point.target).downstream.get(point.patch, []):
-            matching = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in entry["scenarios"])]
-            if not matching:
+            if not any(fnmatch.fnmatchcase(n, p) for n in known for p in entry["scenarios"]):
+                stale.append({"patch": point.patch, "target": point.target, "why": "matches no scenario", **entry})
                 continue
+            if not any(fnmatch.fnmatchcase(n, p) for n in names for p in entry["scenarios"]):
+                continue  # not run this time (--scenario)
             seen = any(
                 change["patch"] == point.patch and entry["reason"] in change["reasons"]
                 for scenario in scenarios
                 for change in scenario["changes"]
             )
             if not seen:
-                stale.append({"patch": point.patch, "target": point.target, **entry})
+                stale.append({"patch": point.patch, "target": point.target, "why": "no run showed it", **entry})
     return stale
+
+
+def release_failures(runner, points, names):
+    """Scenarios whose training fails on the release: they prove nothing, whatever the series does."""
+    failures = []
+    for name in names:
+        outcome = runner.get(points[0], name)
+        if outcome is not None and not outcome.get("crashed") and outcome.get("error"):
+            why = f"training fails on the release: {outcome['error']}"
+            failures.append({"name": name, "point": points[0].label, "crashed": why, "log": outcome.get("log")})
+    return failures
 
 
 # -- what the command prints and keeps -------------------------------------------------------------------
@@ -790,9 +804,7 @@ def problem_lines(report):
         lines.append(f"not run: {failure['name']} at {failure['point']}: {failure['crashed']} (log {failure['log']})")
     for stale in report["not_seen"]:
         patterns = ", ".join(stale["scenarios"])
-        lines.append(
-            f"note: {stale['patch']} declares a difference in {patterns} that no run showed ({stale['reason']})"
-        )
+        lines.append(f"note: {stale['patch']} declares a difference in {patterns}: {stale['why']} ({stale['reason']})")
     return lines
 
 

@@ -79,6 +79,7 @@ def run(args, ctx):
     target, through = _check_args(args, ctx)
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     catalogue = downstream.scenarios(python)
+    known = [spec["name"] for spec in catalogue]
     if args.scenario:
         catalogue = [s for s in catalogue if any(fnmatch.fnmatchcase(s["name"], p) for p in args.scenario)]
         if not catalogue:
@@ -118,6 +119,7 @@ def run(args, ctx):
         if change["undeclared_fields"]
     ]
     failures = [{key: failure.get(key) for key in ("name", "point", "crashed", "log")} for failure in runner.failures]
+    failures += downstream.release_failures(runner, points, names)
     ok = not undeclared and not failures
     duration = round(time.monotonic() - started, 1)
     report = {
@@ -143,7 +145,7 @@ def run(args, ctx):
         ],
         "scenarios": scenarios,
         "undeclared": undeclared,
-        "not_seen": downstream.not_seen(ctx.manifest, points, scenarios, names),
+        "not_seen": downstream.not_seen(ctx.manifest, points, scenarios, names, known),
         "failures": failures,
         "outcomes": {"run": runner.ran, "reused": runner.reused},
         "load_average_1m": [load for load in loads if load is not None],
