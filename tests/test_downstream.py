@@ -247,6 +247,9 @@ def test_declared_changes_pass_and_a_second_run_reuses_every_outcome(fake, env):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert again["outcomes"] == {"run": 0, "reused": ran}
     assert "installing" not in proc.stderr
+    proc, fresh = _run(fake, env, "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert fresh["outcomes"] == {"run": ran, "reused": 0}
     assert [e["differences"] for e in again["scenarios"]] == [e["differences"] for e in data["scenarios"]]
     # pr shows what the patch changes downstream, with the declared reason
     text = fake.ok("pr", "0001", env=env).stdout

@@ -418,8 +418,7 @@ class Runner:
                 continue
             log_path = self.logs / point.label.replace(" ", "-") / f"{_safe(name)}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            key = self._key(point, name)
-            stored = self.cache.get(key, log_path) if self.cache else None
+            stored = self.cache.get(self._key(point, name), log_path) if self.cache else None
             if stored is not None:
                 self.outcomes[(point.index, name)] = stored
                 self.reused += 1
