@@ -71,7 +71,8 @@ def test_workflows_are_small_pinned_and_cached():
             if step.get("uses", "").startswith("actions/cache@") and "venv" in step["with"]["path"]:
                 assert "hashFiles('scripts/requirements-test.txt')" in step["with"]["key"]
             if step.get("uses", "").startswith("actions/upload-artifact@"):
-                assert ".json" in step["with"]["path"] and ".xml" in step["with"]["path"]
+                assert ".json" in step["with"]["path"], (name, job_name)
+                assert ".xml" in step["with"]["path"] or job_name == "downstream", (name, job_name)
                 assert step["if"] == "always()"
 
     ci = workflows["ci.yml"]
@@ -112,6 +113,10 @@ def test_workflows_are_small_pinned_and_cached():
             assert call[call.index("--summary") + 1] == "$GITHUB_STEP_SUMMARY"
     base = [c for c in verify_calls["nightly.yml"] if "--base" in c]
     assert len(base) == 2 and all(c[c.index("--base") + 1] == "$BASE" for c in base)
+    # the downstream trainers run every night, with the report uploaded and the table in the job summary
+    downstream = [c for c in _series_calls(nightly) if c[0] == "downstream"]
+    assert len(downstream) == 1 and "--json" in downstream[0]
+    assert downstream[0][downstream[0].index("--summary") + 1] == "$GITHUB_STEP_SUMMARY"
 
 
 def test_workflow_commands_are_valid_tool_calls():

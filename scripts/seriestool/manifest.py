@@ -25,8 +25,22 @@ TARGET_KEYS = {
     "reviewers": False,
     "depends": False,
     "upstream_tests": False,
+    "downstream": False,
 }
 REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
+# What a `downstream` scenario's outcome holds, in the order differences are reported. A declaration without
+# `fields` covers all but the last two: a new error or gradients left non-finite are declared only by name.
+DOWNSTREAM_FIELDS = (
+    "global_step",
+    "updates",
+    "scheduler_steps",
+    "events",
+    "weights",
+    "log_history",
+    "error",
+    "nonfinite_grads",
+)
+DOWNSTREAM_DEFAULT_FIELDS = DOWNSTREAM_FIELDS[:-2]
 
 
 @dataclass
@@ -49,6 +63,9 @@ class Target:
     depends: dict = field(default_factory=dict)
     # upstream's own test files `verify --upstream-tests` runs on the base and with the whole series
     upstream_tests: list = field(default_factory=list)
+    # patch -> the differences it intends in `downstream` scenarios ([targets.<name>.downstream]): a list of
+    # {"scenarios": [glob patterns], "reason": one line, "fields": [outcome fields it may change]}
+    downstream: dict = field(default_factory=dict)
 
     def patch_path(self, name):
         return self.patch_dir / name
@@ -149,6 +166,7 @@ def load(path):
             reviewers=list(reviewers),
             depends=depends,
             upstream_tests=list(upstream_tests),
+            downstream=_downstream(path, name, table.get("downstream", {}), patches),
         )
     return Manifest(path=path, targets=targets)
 
@@ -187,6 +205,47 @@ def _depends(path, name, table, patches):
             raise SeriesError(f"{where}: {patch!r} lists a patch twice")
         depends[patch] = list(needs)
     return depends
+
+
+def _downstream(path, name, table, patches):
+    """Validate `[targets.<name>.downstream]`: patch -> [{scenarios, reason, fields}], the downstream differences
+    the patch intends. `scenarios` is a glob pattern or a list of them (`trl/sft-stream*`), `reason` one line,
+    `fields` (optional) the outcome fields that may differ (default: all but error and nonfinite_grads)."""
+    where = f"manifest {path}: [targets.{name}.downstream]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of patch = [{{ scenarios = [...], reason = "..." }}, ...]')
+    declared = {}
+    for patch, entries in table.items():
+        if patch not in patches:
+            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
+        if not isinstance(entries, list) or not entries:
+            raise SeriesError(f"{where}: {patch!r} must map to a list of {{ scenarios, reason }} tables")
+        declared[patch] = []
+        for entry in entries:
+            if not isinstance(entry, dict):
+                raise SeriesError(f"{where}: {patch!r} lists {entry!r}, not a {{ scenarios, reason }} table")
+            unknown = sorted(set(entry) - {"scenarios", "reason", "fields"})
+            if unknown:
+                raise SeriesError(
+                    f"{where}: {patch!r}: unknown key(s) {', '.join(unknown)} (scenarios, reason, fields)"
+                )
+            scenarios = entry.get("scenarios")
+            scenarios = [scenarios] if isinstance(scenarios, str) else scenarios
+            if (
+                not isinstance(scenarios, list)
+                or not scenarios
+                or not all(isinstance(s, str) and s for s in scenarios)
+            ):
+                raise SeriesError(f"{where}: {patch!r}: scenarios must be a pattern or a list of patterns")
+            reason = entry.get("reason")
+            if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
+                raise SeriesError(f"{where}: {patch!r}: every declaration needs a reason of one line")
+            fields = entry.get("fields", list(DOWNSTREAM_DEFAULT_FIELDS))
+            if not isinstance(fields, list) or not fields or not all(f in DOWNSTREAM_FIELDS for f in fields):
+                known = ", ".join(DOWNSTREAM_FIELDS)
+                raise SeriesError(f"{where}: {patch!r}: fields must list outcome fields ({known})")
+            declared[patch].append({"scenarios": list(scenarios), "reason": reason.strip(), "fields": list(fields)})
+    return declared
 
 
 def check_patch_files(target):

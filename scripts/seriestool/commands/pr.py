@@ -16,7 +16,7 @@ import re
 import textwrap
 
 from .. import base as base_mod
-from .. import patchfile, prtemplate, reports
+from .. import downstream, patchfile, prtemplate, reports
 from ..am import check_patch
 from ..archive import sha256_file
 from ..manifest import find_patch
@@ -33,7 +33,8 @@ The first line is the title (the commit subject), then a blank line, then the ma
 repository's current pull request template. It holds no description: the submitter writes it, from the
 notes in the HTML comment under "What does this PR do?" (what the patch changes, the before/after its
 message measured, its tests with the red/green result of the last `verify`, the threads it names, the PRs
-it depends on by title and branch), then deletes the comment. No checkbox is ticked: they are the
+it depends on by title and branch, what the last `downstream` run measured for it in TRL,
+sentence-transformers, setfit and PEFT), then deletes the comment. No checkbox is ticked: they are the
 submitter's statements, the Code Agent Policy box above all. `Fixes #N` appears only where the commit
 message says so.
 
@@ -262,7 +263,7 @@ def render(ctx, target, name):
     if tests:
         facts.append(f"it adds {_count(len(tests), 'test file')}: the tests item")
     notes.add("For the checklist (tick an item only when it is true for you)", facts)
-    # Downstream results (the `downstream` report, when there is one) go here: notes.add("Downstream", lines).
+    notes.add("Downstream (the last `series.py downstream` run)", downstream.pr_lines(ctx, target, name))
     notes.add(
         "The rest of its commit message (for reference: not to be pasted as the description)",
         _blocks([block for block in paragraphs(body) if block not in shown]),

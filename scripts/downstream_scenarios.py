@@ -1,0 +1,784 @@
+"""Real downstream trainers on tiny models built in code; the measured side of `series.py downstream`.
+
+Runs in the pinned venv with PYTHONPATH on one variant's trees (transformers, maybe a patched
+accelerate) and the downstream install (TRL, sentence-transformers, setfit, PEFT; an older TRL in a
+layer before it). Nothing comes from the Hub: models are random Qwen2/BERT configs, the tokenizer a
+word-level `tokenizers` model with a chat template, and the offline variables are set.
+
+    --list                      the scenarios as JSON: name, package, layer (the install layer it needs
+                                first on the path: trl-1.14.2) and fp16 (the optimizer of an fp16 variant)
+    --check ROOT...             like `pip check` for the distributions under ROOT, then every module the
+                                scenarios import; one JSON line
+    --run NAME... --result-fd N run the scenarios; one JSON line per scenario on fd N (--log-dir: each
+                                scenario's output in its own file)
+
+`--run` imports everything once, then forks one child per scenario: each starts from the same state,
+sets its seeds and runs in 1 thread, so a scenario's outcome depends neither on the others nor on their
+order. A child's outcome: final weights (every tensor the optimizer updates: a sha256 of the exact bytes
+and, per tensor, its sum and norm, which the driver compares with a tolerance), `global_step`, the
+updates the optimizer applied (AdamW's `step` state), the LR scheduler's steps, the count of every
+callback event, the log history without its timings, the error if training raised one, and how many
+of the optimizer's tensors are left with a non-finite gradient.
+
+The fp16 variants emulate CUDA's path on CPU as the series' own tests do: `fp16=True`, a CPU `GradScaler`
+on `trainer.accelerator.scaler`, `native_amp = True`, and one inf gradient: a hook on the loss of one
+chosen training forward (all gradients of that micro-batch become inf or NaN, the loss's own parameters'
+too), with fused and non-fused AdamW.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import select
+import sys
+import tempfile
+import time
+import traceback
+
+
+OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "WANDB_DISABLED": "true",
+}
+os.environ.update(OFFLINE)
+
+
+# Keys of a log entry that measure time, not training (`train_runtime`, `*_per_second`, TRL's `step_time`).
+def timing_key(key):
+    return key.endswith(("_runtime", "_per_second", "_time"))
+
+
+EVENTS = (
+    "on_train_begin",
+    "on_train_end",
+    "on_epoch_begin",
+    "on_epoch_end",
+    "on_step_begin",
+    "on_pre_optimizer_step",
+    "on_optimizer_step",
+    "on_substep_end",
+    "on_step_end",
+    "on_log",
+    "on_save",
+    "on_evaluate",
+)
+WORDS = (
+    "the a cat dog bird fish sat ran flew swam on under mat tree red blue green big small one two three "
+    "four five yes no what is good bad happy sad"
+).split()
+SPECIALS = ["<pad>", "<unk>", "<eos>", "<|user|>", "<|assistant|>", "<|end|>", "[CLS]", "[SEP]", "[MASK]"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|' + message['role'] + '|> ' + message['content'] + ' <|end|> ' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|> ' }}{% endif %}"
+)
+INIT_SCALE = 16.0  # the series' tests' scale: only the poisoned micro-batch overflows
+
+
+# -- what every scenario shares ---------------------------------------------------------------------------
+
+
+class Kit:
+    """What a scenario builds its trainer with: a scratch folder, the tokenizer, tiny models and the arguments
+    every run shares; `prepare` installs the event counter and, for an fp16 variant, the emulated fp16 path."""
+
+    def __init__(self, folder, fp16):
+        self.folder = folder
+        self.fp16 = fp16  # None, or the optimizer of the fp16 variant
+        self.trainer = None
+        self.counts = dict.fromkeys(EVENTS, 0)
+        self.training_forwards = 0
+        self.poison_at = 3  # the training forward whose gradients become inf (fp16 variants)
+        self._tokenizer = None
+
+    def rng(self, seed=0):
+        return random.Random(seed)
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = tokenizer()
+        return self._tokenizer
+
+    def args(self, config_class, **kwargs):
+        common = {
+            "output_dir": os.path.join(self.folder, "output"),
+            "report_to": "none",
+            "save_strategy": "no",
+            "logging_steps": 1,
+            "seed": 0,
+            "data_seed": 0,
+            "use_cpu": True,
+            "disable_tqdm": True,
+            "dataloader_num_workers": 0,
+            "learning_rate": 1e-2,
+        }
+        common.update(kwargs)
+        if self.fp16:
+            common.update(fp16=True, bf16=False, optim=self.fp16)
+        return config_class(**common)
+
+    def prepare(self, trainer):
+        """Count the events of `trainer`, and emulate the fp16 path for an fp16 variant; returns it."""
+        import torch
+        from transformers import TrainerCallback
+
+        kit = self
+
+        class Counter(TrainerCallback):
+            pass
+
+        def counting(event):
+            def count(self, args, state, control, **kwargs):
+                kit.counts[event] += 1
+
+            return count
+
+        for event in EVENTS:
+            setattr(Counter, event, counting(event))
+        trainer.add_callback(Counter())
+        self.trainer = trainer
+        if self.fp16:
+            trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=INIT_SCALE)
+            trainer.accelerator.native_amp = True
+            compute_loss = trainer.compute_loss
+
+            def poisoned(model, inputs, *args, **kwargs):
+                out = compute_loss(model, inputs, *args, **kwargs)
+                if model.training and torch.is_grad_enabled():
+                    kit.training_forwards += 1
+                    loss = out[0] if isinstance(out, tuple) else out
+                    if kit.training_forwards == kit.poison_at and loss.requires_grad:
+                        loss.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+                return out
+
+            trainer.compute_loss = poisoned
+        return trainer
+
+
+def tokenizer(bert=False):
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {word: index for index, word in enumerate(SPECIALS + WORDS)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if bert:
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+        )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def qwen2(tok, seed=0, *, classifier=False):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=False,
+        num_labels=1,
+    )
+    return (Qwen2ForSequenceClassification if classifier else Qwen2ForCausalLM)(config)
+
+
+def qwen2_folder(kit, seed=0):
+    """The random tiny Qwen2 saved in the scratch folder: TRL builds the reference model of DPO and RLOO from
+    the path it is given, and loads it from there (never from the Hub)."""
+    path = os.path.join(kit.folder, "qwen2")
+    if not os.path.isdir(path):
+        qwen2(kit.tokenizer, seed).save_pretrained(path)
+        kit.tokenizer.save_pretrained(path)
+    return path
+
+
+def bert_folder(kit, seed=0):
+    """A random tiny BERT and its tokenizer saved in the scratch folder (sentence-transformers loads from a path)."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    path = os.path.join(kit.folder, "bert")
+    if not os.path.isdir(path):
+        tok = tokenizer(bert=True)
+        torch.manual_seed(seed)
+        config = BertConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=64,
+            pad_token_id=tok.pad_token_id,
+        )
+        BertModel(config).save_pretrained(path)
+        tok.save_pretrained(path)
+    return path
+
+
+def sentences(rng, count, low=3, high=7):
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high))) for _ in range(count)]
+
+
+# -- the scenarios ----------------------------------------------------------------------------------------
+
+SCENARIOS = {}
+
+
+def scenario(name, package, *, layer=None, fp16=()):
+    """Register a scenario; `fp16` lists the optimizers of its fp16 variants, named `<name>-fp16-fused`
+    (adamw_torch_fused) and `<name>-fp16-adamw` (adamw_torch)."""
+
+    def register(func):
+        SCENARIOS[name] = {"name": name, "package": package, "layer": layer, "func": func, "fp16": None}
+        for optim in fp16:
+            variant = f"{name}-fp16-{'fused' if optim.endswith('fused') else 'adamw'}"
+            SCENARIOS[variant] = {"name": variant, "package": package, "layer": layer, "func": func, "fp16": optim}
+        return func
+
+    return register
+
+
+FUSED, ADAMW = "adamw_torch_fused", "adamw_torch"
+OLD_TRL = "1.14.2"
+
+
+def sft(kit, dataset, *, peft_config=None, eval_dataset=None, **kwargs):
+    from trl import SFTConfig, SFTTrainer
+
+    options = {"per_device_train_batch_size": 2, "max_length": 24, "gradient_checkpointing": False}
+    options.update(kwargs)
+    trainer = SFTTrainer(
+        model=qwen2(kit.tokenizer),
+        args=kit.args(SFTConfig, **options),
+        train_dataset=dataset,
+        eval_dataset=eval_dataset,
+        processing_class=kit.tokenizer,
+        peft_config=peft_config,
+    )
+    return kit.prepare(trainer).train
+
+
+@scenario("trl/sft-text", "trl", fp16=(FUSED, ADAMW))
+def sft_text(kit):
+    from datasets import Dataset
+
+    return sft(kit, Dataset.from_dict({"text": sentences(kit.rng(), 8)}), num_train_epochs=2)
+
+
+@scenario("trl/sft-ga-remainder", "trl", fp16=(FUSED,))
+def sft_ga_remainder(kit):
+    from datasets import Dataset
+
+    # 5 batches per epoch in windows of 2: the last window of each epoch has one batch
+    data = Dataset.from_dict({"text": sentences(kit.rng(), 10)})
+    return sft(kit, data, gradient_accumulation_steps=2, num_train_epochs=2)
+
+
+def prompt_completion(rng, count):
+    prompts, completions = [], []
+    for _ in range(count):
+        prompts.append([{"role": "user", "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 6)))}])
+        completions.append([{"role": "assistant", "content": " ".join(rng.choice(WORDS) for _ in range(3))}])
+    return {"prompt": prompts, "completion": completions}
+
+
+@scenario("trl/sft-prompt-completion", "trl")
+def sft_prompt_completion(kit):
+    from datasets import Dataset
+
+    # conversational prompt/completion pairs through the chat template; the prompt tokens are masked; evaluated
+    # before training and after each epoch
+    rng = kit.rng()
+    data, held_out = Dataset.from_dict(prompt_completion(rng, 8)), Dataset.from_dict(prompt_completion(rng, 4))
+    options = {"gradient_accumulation_steps": 2, "num_train_epochs": 2, "eval_strategy": "epoch"}
+    return sft(kit, data, eval_dataset=held_out, eval_on_start=True, **options)
+
+
+@scenario("trl/sft-stream", "trl", fp16=(FUSED,))
+def sft_stream(kit):
+    from datasets import Dataset
+
+    # a stream of 5 batches read in windows of 2 until max_steps: each pass ends with a short window
+    data = Dataset.from_dict({"text": sentences(kit.rng(), 10)}).to_iterable_dataset()
+    return sft(kit, data, gradient_accumulation_steps=2, max_steps=5)
+
+
+@scenario("trl/sft-stream-resume", "trl")
+def sft_stream_resume(kit):
+    from datasets import Dataset
+
+    # 8 steps over a 5-batch stream, saved at step 7 (in its second pass); a new trainer resumes there and
+    # trains step 8: the outcome is the resumed run's
+    texts = sentences(kit.rng(), 10)
+    options = {"max_steps": 8, "save_strategy": "steps", "save_steps": 7, "save_only_model": False}
+
+    def train():
+        sft(kit, Dataset.from_dict({"text": texts}).to_iterable_dataset(), **options)()
+        kit.counts = dict.fromkeys(EVENTS, 0)
+        resumed = sft(kit, Dataset.from_dict({"text": texts}).to_iterable_dataset(), **options)
+        resumed(resume_from_checkpoint=os.path.join(kit.folder, "output", "checkpoint-7"))
+
+    return train
+
+
+@scenario("trl/sft-lora", "peft")
+def sft_lora(kit):
+    from datasets import Dataset
+    from peft import LoraConfig
+
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    data = Dataset.from_dict({"text": sentences(kit.rng(), 8)})
+    return sft(kit, data, peft_config=config, gradient_accumulation_steps=2, num_train_epochs=2)
+
+
+def reward_len(completions, **kwargs):
+    """Reward: how many of the completion's words are "yes" (a completion is a string or a message list)."""
+    scores = []
+    for completion in completions:
+        text = completion if isinstance(completion, str) else " ".join(m["content"] for m in completion)
+        scores.append(float(text.split().count("yes")) + 0.1 * len(text.split()))
+    return scores
+
+
+def online(kit, trainer_name, *, stream=False, **kwargs):
+    """GRPO or RLOO: 2 completions per prompt, 4 tokens each, generated on CPU; accumulation 2, max_steps. The
+    stream has 7 prompts: with one prompt per micro-batch, each pass ends with a window of one."""
+    import trl
+    from datasets import Dataset
+
+    rng = kit.rng()
+    prompts = [" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(7 if stream else 8)]
+    data = Dataset.from_dict({"prompt": prompts})
+    if stream:
+        data = data.to_iterable_dataset()
+    config_class = getattr(trl, f"{trainer_name}Config")
+    trainer_class = getattr(trl, f"{trainer_name}Trainer")
+    options = {
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 2,
+        "num_generations": 2,
+        "max_completion_length": 4,
+        "max_steps": 3,
+        "gradient_checkpointing": False,
+        "temperature": 1.0,
+    }
+    options.update(kwargs)
+    trainer = trainer_class(
+        model=qwen2_folder(kit),
+        reward_funcs=reward_len,
+        args=kit.args(config_class, **options),
+        train_dataset=data,
+        processing_class=kit.tokenizer,
+    )
+    return kit.prepare(trainer).train
+
+
+@scenario("trl/grpo", "trl", fp16=(FUSED,))
+def grpo(kit):
+    return online(kit, "GRPO")
+
+
+@scenario("trl/grpo-stream", "trl")
+def grpo_stream(kit):
+    return online(kit, "GRPO", stream=True, max_steps=5)
+
+
+@scenario("trl/rloo", "trl")
+def rloo(kit):
+    return online(kit, "RLOO")
+
+
+@scenario("trl/rloo-stream", "trl")
+def rloo_stream(kit):
+    return online(kit, "RLOO", stream=True, max_steps=5)
+
+
+@scenario(f"trl-{OLD_TRL}/grpo", "trl", layer=f"trl-{OLD_TRL}")
+def grpo_old(kit):
+    return online(kit, "GRPO")
+
+
+@scenario(f"trl-{OLD_TRL}/rloo", "trl", layer=f"trl-{OLD_TRL}")
+def rloo_old(kit):
+    return online(kit, "RLOO")
+
+
+def preference(rng, count):
+    data = {"prompt": [], "chosen": [], "rejected": []}
+    for _ in range(count):
+        data["prompt"].append(" ".join(rng.choice(WORDS) for _ in range(4)))
+        data["chosen"].append("yes " + " ".join(rng.choice(WORDS) for _ in range(2)))
+        data["rejected"].append("no " + " ".join(rng.choice(WORDS) for _ in range(2)))
+    return data
+
+
+@scenario("trl/dpo", "trl", fp16=(FUSED,))
+def dpo(kit):
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    options = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "num_train_epochs": 1}
+    options.update(max_length=24, gradient_checkpointing=False)
+    trainer = DPOTrainer(
+        model=qwen2_folder(kit),
+        args=kit.args(DPOConfig, **options),
+        train_dataset=Dataset.from_dict(preference(kit.rng(), 10)),
+        processing_class=kit.tokenizer,
+    )
+    return kit.prepare(trainer).train
+
+
+@scenario("trl/reward", "trl")
+def reward(kit):
+    from datasets import Dataset
+    from trl import RewardConfig, RewardTrainer
+
+    options = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "num_train_epochs": 1}
+    options.update(max_length=24, gradient_checkpointing=False)
+    trainer = RewardTrainer(
+        model=qwen2(kit.tokenizer, classifier=True),
+        args=kit.args(RewardConfig, **options),
+        train_dataset=Dataset.from_dict(preference(kit.rng(), 10)),
+        processing_class=kit.tokenizer,
+    )
+    return kit.prepare(trainer).train
+
+
+def sentence_transformer(kit):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    body = Transformer(bert_folder(kit), max_seq_length=32)
+    return SentenceTransformer(modules=[body, Pooling(body.get_embedding_dimension(), "mean")], device="cpu")
+
+
+def st_trainer(kit, model, data, loss, **kwargs):
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    options = {"per_device_train_batch_size": 4, "num_train_epochs": 2}
+    options.update(kwargs)
+    trainer = SentenceTransformerTrainer(
+        model=model, args=kit.args(SentenceTransformerTrainingArguments, **options), train_dataset=data, loss=loss
+    )
+    return kit.prepare(trainer).train
+
+
+@scenario("st/mnrl", "sentence-transformers", fp16=(FUSED,))
+def st_mnrl(kit):
+    from datasets import Dataset
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    rng = kit.rng()
+    anchors = sentences(rng, 12)
+    positives = [text + " " + rng.choice(WORDS) for text in anchors]
+    model = sentence_transformer(kit)
+    data = Dataset.from_dict({"anchor": anchors, "positive": positives})
+    return st_trainer(kit, model, data, MultipleNegativesRankingLoss(model), gradient_accumulation_steps=2)
+
+
+@scenario("st/softmax", "sentence-transformers", fp16=(FUSED, ADAMW))
+def st_softmax(kit):
+    from datasets import Dataset
+    from sentence_transformers.sentence_transformer.losses import SoftmaxLoss
+
+    rng = kit.rng()
+    model = sentence_transformer(kit)
+    data = Dataset.from_dict(
+        {"premise": sentences(rng, 12), "hypothesis": sentences(rng, 12), "label": [i % 3 for i in range(12)]}
+    )
+    # the loss owns a classifier that the optimizer updates and `model.zero_grad()` does not reach
+    loss = SoftmaxLoss(model, model.get_embedding_dimension(), num_labels=3)
+    return st_trainer(kit, model, data, loss)
+
+
+@scenario("st/cross-encoder", "sentence-transformers", fp16=(FUSED,))
+def st_cross_encoder(kit):
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import (
+        CrossEncoder,
+        CrossEncoderTrainer,
+        CrossEncoderTrainingArguments,
+    )
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    rng = kit.rng()
+    model = CrossEncoder(bert_folder(kit), num_labels=1, device="cpu", max_length=32)
+    data = Dataset.from_dict(
+        {"query": sentences(rng, 12), "passage": sentences(rng, 12), "label": [float(i % 2) for i in range(12)]}
+    )
+    options = {"per_device_train_batch_size": 4, "num_train_epochs": 2, "gradient_accumulation_steps": 2}
+    trainer = CrossEncoderTrainer(
+        model=model,
+        args=kit.args(CrossEncoderTrainingArguments, **options),
+        train_dataset=data,
+        loss=BinaryCrossEntropyLoss(model),
+    )
+    return kit.prepare(trainer).train
+
+
+@scenario("setfit/classifier", "setfit", fp16=(FUSED,))
+def setfit_classifier(kit):
+    import setfit.trainer
+    from datasets import Dataset
+    from setfit import SetFitModel, Trainer, TrainingArguments
+    from sklearn.linear_model import LogisticRegression
+
+    # SetFit trains the body with a sentence-transformers trainer it builds inside `train()`: prepare that one
+    inner = setfit.trainer.BCSentenceTransformersTrainer
+    train = inner.train
+
+    def prepared_train(self, *args, **kwargs):
+        if self.args.fp16 != bool(kit.fp16):
+            raise RuntimeError("the fp16 setting did not reach setfit's inner trainer")
+        kit.prepare(self)
+        return train(self, *args, **kwargs)
+
+    inner.train = prepared_train
+    rng = kit.rng()
+    model = SetFitModel(model_body=sentence_transformer(kit), model_head=LogisticRegression())
+    data = Dataset.from_dict({"text": sentences(rng, 8), "label": [i % 2 for i in range(8)]})
+    options = {"batch_size": 4, "num_epochs": 1, "num_iterations": 2, "seed": 0, "report_to": "none"}
+    options.update(logging_steps=1, save_strategy="no", output_dir=os.path.join(kit.folder, "output"))
+    if kit.fp16:
+        options.update(use_amp=True)
+    trainer = Trainer(model=model, args=TrainingArguments(**options), train_dataset=data)
+    return trainer.train
+
+
+# -- one scenario's outcome ------------------------------------------------------------------------------
+
+
+def outcome(kit, error):
+    """What the driver compares between trees."""
+    import torch
+
+    trainer = kit.trainer
+    result = {"error": error, "events": kit.counts}
+    if trainer is None:
+        return result
+    state = trainer.state
+    result["global_step"] = state.global_step
+    result["log_history"] = [
+        {key: value for key, value in sorted(entry.items()) if not timing_key(key)} for entry in state.log_history
+    ]
+    optimizer = getattr(trainer, "optimizer", None)
+    inner = getattr(optimizer, "optimizer", optimizer)
+    params = [p for group in inner.param_groups for p in group["params"]] if inner is not None else []
+    steps = [int(inner.state[p]["step"]) for p in params if p in inner.state and "step" in inner.state[p]]
+    result["updates"] = max(steps) if steps else None
+    scheduler = getattr(trainer, "lr_scheduler", None)
+    scheduler = getattr(scheduler, "scheduler", scheduler)
+    result["scheduler_steps"] = getattr(scheduler, "last_epoch", None)
+    digest, fingerprint, nonfinite = hashlib.sha256(), [], 0
+    with torch.no_grad():
+        for param in params:
+            value = param.detach().to(torch.float64).cpu().contiguous()
+            digest.update(param.detach().cpu().contiguous().numpy().tobytes())
+            fingerprint.append([float(value.sum()), float(value.norm())])
+            if param.grad is not None and not bool(torch.isfinite(param.grad).all()):
+                nonfinite += 1
+    result["weights"] = {"sha256": digest.hexdigest(), "tensors": len(params), "fingerprint": fingerprint}
+    result["nonfinite_grads"] = nonfinite
+    return result
+
+
+def run_one(spec, fd):
+    """In the forked child: run one scenario and write its outcome, one JSON line, to `fd`."""
+    import torch
+    import transformers
+
+    started = time.monotonic()
+    torch.manual_seed(0)
+    random.seed(0)
+    with tempfile.TemporaryDirectory(prefix="downstream-") as folder:
+        os.environ["HF_HOME"] = os.path.join(folder, "hf-home")
+        os.environ["HF_DATASETS_CACHE"] = os.path.join(folder, "datasets")
+        kit = Kit(folder, spec["fp16"])
+        error = None
+        try:
+            train = spec["func"](kit)
+            train()
+        except Exception as exc:  # the outcome of the run: recorded, compared
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+            traceback.print_exc()
+        result = outcome(kit, error)
+    result.update(name=spec["name"], package=spec["package"], seconds=round(time.monotonic() - started, 2))
+    import accelerate
+
+    result["modules"] = {module.__name__: os.path.dirname(module.__file__) for module in (transformers, accelerate)}
+    os.write(fd, (json.dumps(result) + "\n").encode())
+
+
+# -- the worker -------------------------------------------------------------------------------------------
+
+# What a scenario of each package imports: imported once before the scenarios fork, and by --check.
+MODULES = {
+    "trl": ["datasets", "trl", "trl.trainer.sft_trainer", "trl.trainer.grpo_trainer", "trl.trainer.rloo_trainer"]
+    + ["trl.trainer.dpo_trainer", "trl.trainer.reward_trainer"],
+    "peft": ["datasets", "peft", "trl", "trl.trainer.sft_trainer"],
+    "sentence-transformers": ["datasets", "sentence_transformers", "sentence_transformers.cross_encoder"],
+    "setfit": ["datasets", "sentence_transformers", "setfit", "setfit.trainer", "sklearn.linear_model"],
+}
+# The distributions whose versions a report names.
+PACKAGES = ("trl", "sentence-transformers", "setfit", "peft")
+
+
+def import_all(packages):
+    import importlib
+
+    import torch
+
+    torch.set_num_threads(1)
+    for package in packages:
+        for module in MODULES[package]:
+            importlib.import_module(module)
+
+
+def check(roots, transformers_version):
+    """Like `pip check` for the distributions under `roots` (the downstream install): every requirement
+    (without extras, markers evaluated) is met by the distribution Python would import first, transformers by
+    the tree on the path; then every scenario's modules import. Returns a dict for the report."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    first = {}
+    for dist in metadata.distributions():
+        name = canonicalize_name(dist.metadata["Name"] or "")
+        first.setdefault(name, dist)
+    first_versions = {name: dist.version for name, dist in first.items()}
+    first_versions.setdefault("transformers", transformers_version)
+    problems = []
+    roots = [os.path.realpath(root) for root in roots]
+    for name, dist in sorted(first.items()):
+        location = os.path.realpath(str(dist.locate_file("")))
+        if not any(location == root or location.startswith(root + os.sep) for root in roots):
+            continue
+        for line in dist.requires or []:
+            requirement = Requirement(line)
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            wanted = canonicalize_name(requirement.name)
+            found = transformers_version if wanted == "transformers" else first_versions.get(wanted)
+            if found is None:
+                problems.append(f"{name} {dist.version} requires {requirement}, which is not installed")
+            elif not requirement.specifier.contains(found, prereleases=True):
+                problems.append(f"{name} {dist.version} requires {requirement}, but {found} is installed")
+    for package in MODULES:
+        for module in MODULES[package]:
+            try:
+                __import__(module)
+            except Exception as exc:
+                problems.append(f"import {module}: {type(exc).__name__}: {exc}")
+    versions = {package: first_versions.get(package) for package in PACKAGES}
+    return {"problems": problems, "packages": versions}
+
+
+def run(names, fd, timeout, log_dir):
+    specs = [SCENARIOS[name] for name in names]
+    import_all(sorted({spec["package"] for spec in specs}))
+    for spec in specs:
+        read, write = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: one scenario, then out
+            code = 1
+            try:
+                os.close(read)
+                os.close(fd)
+                if log_dir:  # the scenario's own log
+                    log = os.open(
+                        os.path.join(log_dir, spec["name"].replace("/", "__") + ".log"),
+                        os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                    )
+                    os.dup2(log, 1)
+                    os.dup2(log, 2)
+                    os.close(log)
+                print(f"== {spec['name']}", file=sys.stderr, flush=True)
+                run_one(spec, write)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        os.close(write)
+        data, deadline = b"", time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            ready = select.select([read], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                os.kill(pid, 9)
+                break
+            chunk = os.read(read, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        os.close(read)
+        _, status = os.waitpid(pid, 0)
+        if data.endswith(b"\n"):
+            line = data.decode()
+        else:
+            why = f"took longer than {timeout}s" if time.monotonic() >= deadline else f"died ({status:#x})"
+            line = json.dumps({"name": spec["name"], "package": spec["package"], "crashed": why}) + "\n"
+        os.write(fd, line.encode())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--check", nargs="*", metavar="ROOT")
+    parser.add_argument("--run", nargs="*", metavar="NAME")
+    parser.add_argument("--result-fd", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--log-dir", metavar="DIR", help="each scenario's output goes to DIR/<name>.log")
+    args = parser.parse_args(argv)
+    if args.list:
+        keys = ("name", "package", "layer", "fp16")
+        print(json.dumps([{key: spec[key] for key in keys} for spec in SCENARIOS.values()]))
+    elif args.check is not None:
+        import transformers
+
+        print(json.dumps(check(args.check, transformers.__version__)))
+    elif args.run is not None:
+        unknown = [name for name in args.run if name not in SCENARIOS]
+        if unknown:
+            parser.error(f"unknown scenario(s): {', '.join(unknown)}")
+        run(args.run, args.result_fd, args.timeout, args.log_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
