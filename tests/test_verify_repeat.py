@@ -51,6 +51,7 @@ def test_a_test_failing_in_some_runs_is_flaky_and_fails_verify(fake, test_python
         f"  fake 0001: with the patch the tests are flaky ({COUNTED_TEST} failed in 1 of 3 runs; log "
     )
     assert "verify: FAILED" in proc.stdout
+    assert "series: [fake 1/1] green run 2/3: failed (" in proc.stderr
 
     (case,) = [c for c in junit.iter("testcase") if c.get("name") == "green_with_fix"]
     failure = case.find("failure")
@@ -133,6 +134,7 @@ def test_the_companion_stage_is_repeated_too(fake, test_python):
     line = next(line for line in proc.stdout.splitlines() if line.startswith("fake + patched other: "))
     assert line.startswith(f"fake + patched other: FLAKY ({COUNTED_TEST} failed in 1 of 2 runs; log ")
     assert line.endswith("(1 of 2 runs green)")
+    assert "series: [fake + patched other] run 2/2: failed (" in proc.stderr
     assert "- `fake + patched other`: all the tests: flaky (green in 1 of 2 runs)" in summary.read_text("utf-8")
 
 

@@ -211,11 +211,12 @@ def cached_pytest(cache, **kwargs):
     return run
 
 
-def repeated_pytest(cache, repeat, **kwargs):
+def repeated_pytest(cache, repeat, progress=None, **kwargs):
     """The green stage: `cached_pytest` once, or with `repeat` > 1 that many fresh runs of the same tests, told
     apart by their log stems (`<stem>`, `<stem>.run2`, ...) and combined by `combine_runs`. A stored outcome is
     not one of them: a pass known from an earlier run does not count as `repeat` passes. When every run passed,
-    the first one's outcome is stored for later single runs."""
+    the first one's outcome is stored for later single runs. `progress(number, run)` is called after each of
+    the repeated runs."""
     if repeat == 1:
         return cached_pytest(cache, **kwargs)
     stem = Path(kwargs.pop("log_stem"))
@@ -224,6 +225,8 @@ def repeated_pytest(cache, repeat, **kwargs):
         log_stem = stem if number == 1 else Path(f"{stem}.run{number}")
         runs.append(run_pytest(log_stem=log_stem, **kwargs))
         outcomes.append(_parse_junit(Path(f"{log_stem}.xml"))[3])
+        if progress is not None:
+            progress(number, runs[-1])
     run = combine_runs(runs, outcomes)
     if cache is not None and run.status == RunStatus.GREEN:
         cache.put(_cache_key(cache, kwargs), asdict(runs[0]))

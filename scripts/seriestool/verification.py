@@ -82,7 +82,12 @@ def verify_target(
             ctx.log(f"{where} red: {_progress(res.red, 'failed', 'total')}")
             repo.reset_hard(commit)
             res.green = repeated_pytest(
-                cache, repeat, log_stem=Path(f"{stem}.green"), expect=RunStatus.GREEN, **common
+                cache,
+                repeat,
+                progress=_run_progress(ctx, f"{where} green", repeat),
+                log_stem=Path(f"{stem}.green"),
+                expect=RunStatus.GREEN,
+                **common,
             )
             ctx.log(f"{where} green: {_progress(res.green, 'passed', 'skipped')}")
             if not res.red_without_fix:
@@ -106,6 +111,15 @@ def verify_target(
         res.decide()
         prev = commit
     return results
+
+
+def _run_progress(ctx, what, repeat):
+    """One line per repeated run: `--repeat 50` of a slow test is minutes without one."""
+
+    def show(number, run):
+        ctx.log(f"{what} run {number}/{repeat}: {run.status} ({run.duration_s:.1f}s)")
+
+    return show
 
 
 def _progress(run, first, second):
@@ -183,6 +197,7 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
     run = repeated_pytest(
         cache,
         repeat,
+        progress=_run_progress(ctx, f"[{label}]", repeat),
         python=python,
         repo_dir=repo.path,
         source_dir=target.source_dir,
