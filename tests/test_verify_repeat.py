@@ -85,6 +85,7 @@ def test_a_known_pass_does_not_count_as_repeated_runs(fake, test_python):
     green = data["patches"][0]["green"]
     assert (green["status"], green["runs"], green["cached"], green["flaky"]) == ("green", 3, False, [])
     assert table_rows(proc.stdout)[0]["green pass/skip"] == "yes 2/0 x3"
+    assert "1 of 4 pytest runs: outcome of an identical earlier run" in proc.stdout
 
     # every run passed: a later single run reuses that outcome
     proc, data, _, _ = _verify(fake, test_python)

@@ -236,7 +236,8 @@ def run(args, ctx):
     runs += [companion["run"] for companion in companions]
     reused = sum(run["cached"] for run in runs)
     if reused:
-        ctx.out(f"{reused} of {len(runs)} pytest runs: outcome of an identical earlier run (--no-cache to run them)")
+        total = sum(run["runs"] for run in runs)  # a repeated stage is `runs` pytest runs, never reused
+        ctx.out(f"{reused} of {total} pytest runs: outcome of an identical earlier run (--no-cache to run them)")
     ctx.out(f"verify: {'OK' if ok else 'FAILED'} ({len(results)} patch(es), {duration:.1f}s, logs in {logs})")
     report = {
         "schema_version": SCHEMA_VERSION,
