@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -174,6 +175,37 @@ ALL_SKIPPED = (
         ),
     },
 )
+
+
+def counted(counter, fail_on=()):
+    """GOOD with a second test that counts the runs of its file in `counter` and fails on the runs numbered in
+    `fail_on` (the red run without the fix is run 1): a deliberately flaky test when `fail_on` holds some of
+    the green runs, a steady one otherwise."""
+    test = textwrap.dedent(
+        f"""\
+        from pathlib import Path
+
+        from fakepkg.core import add
+
+        COUNTER = Path({json.dumps(str(counter))})
+        FAIL_ON = {tuple(fail_on)!r}
+
+
+        def test_add():
+            assert add(2, 3) == 5
+
+
+        def test_counted():
+            with COUNTER.open("a", encoding="utf-8") as fh:
+                fh.write("x")
+            run = len(COUNTER.read_text(encoding="utf-8"))
+            assert run not in FAIL_ON, f"fails on run {{run}}"
+        """
+    )
+    return (
+        "core: make add() add, with a counted test",
+        {"src/fakepkg/core.py": ("return a - b", "return a + b"), "tests/regress/test_counted.py": test},
+    )
 
 
 def git(cwd, *args, env=None, check=True):

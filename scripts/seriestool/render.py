@@ -24,12 +24,17 @@ def red_cell(run):
 
 
 def green_cell(run):
-    """A green run (with the fix): `yes passed/skipped` or `NO: status passed/skipped`."""
+    """A green run (with the fix): `yes passed/skipped` or `NO: status passed/skipped`; run N times
+    (--repeat), ` xN` after it, and a flaky one `FLAKY: green/N runs`."""
     if not run:
         return "-"
+    runs = run.get("runs", 1)
+    if run["status"] == RunStatus.FLAKY:
+        return f"FLAKY: {run['run_statuses'].count(RunStatus.GREEN)}/{runs} runs"
+    times = f" x{runs}" if runs > 1 else ""
     if run["status"] == RunStatus.GREEN:
-        return f"yes {run['passed']}/{run['skipped']}"
-    return f"NO: {run['status']} {run['passed']}/{run['skipped']}"
+        return f"yes {run['passed']}/{run['skipped']}{times}"
+    return f"NO: {run['status']} {run['passed']}/{run['skipped']}{times}"
 
 
 def style_cell(patch):
@@ -139,6 +144,10 @@ def _junit_outcome(res, check, passed, required, detail):
         return None
     if not res.checked and check not in ("applies", "applies_alone"):
         return "skipped", "not checked (--patch)", ""
+    if check == "green_with_fix" and res.green is not None and res.green.status == RunStatus.FLAKY:
+        flaky = ", ".join(f"{f['test']} failed in {f['failed']} of {res.green.runs} runs" for f in res.green.flaky)
+        green = res.green.run_statuses.count(RunStatus.GREEN)
+        return "flaky", f"green_with_fix flaky: green in {green} of {res.green.runs} runs", flaky
     if required:
         return "failure", f"{check} failed", str(detail or "")
     return "skipped", str(detail), ""
@@ -174,10 +183,12 @@ def write_junit(path, results, duration):
             if outcome is None:
                 continue
             kind, message, text = outcome
-            element = ET.SubElement(case, kind, message=message)
+            # A flaky check is a failure of type "flaky": it fails the run, and says what it is.
+            attributes = {"message": message, "type": "flaky"} if kind == "flaky" else {"message": message}
+            element = ET.SubElement(case, "failure" if kind == "flaky" else kind, **attributes)
             if text:
                 element.text = text
-            counts["failures" if kind == "failure" else "skipped"] += 1
+            counts["skipped" if kind == "skipped" else "failures"] += 1
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("errors", "0")
@@ -205,7 +216,8 @@ def markdown(report):
     lines += [
         "",
         f"Device `{report['device']}`, torch {tools.get('torch')}, Python {tools.get('python')}, "
-        f"{report['duration_s']:.0f} s.",
+        f"{report['duration_s']:.0f} s"
+        + (f", each green stage run {report['repeat']} times." if report.get("repeat", 1) > 1 else "."),
         "",
     ]
     if report["patches"]:
@@ -216,13 +228,21 @@ def markdown(report):
         ]
         for patch in report["patches"]:
             cells = [f"`{patch['target']}/{patch['name']}`", *check_cells(patch)]
-            cells = [f"**{c}**" if c in ("FAIL", "NOT CLEAN", "CONFLICT") or c.startswith("NO:") else c for c in cells]
+            loud = ("FAIL", "FLAKY", "NOT CLEAN", "CONFLICT")
+            cells = [f"**{c}**" if c in loud or c.startswith(("NO:", "FLAKY:")) else c for c in cells]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
-    problems = [(p, text) for p in report["patches"] for text in p["problems"]]
+    problems = [(f"{p['target']}/{p['name']}", text) for p in report["patches"] for text in p["problems"]]
+    for companion in report.get("companions", []):
+        if not companion["green"]:
+            run = companion["run"]
+            what = "flaky" if run["status"] == RunStatus.FLAKY else f"{run['status']}, not green"
+            if run.get("runs", 1) > 1:
+                what += f" (green in {run['run_statuses'].count(RunStatus.GREEN)} of {run['runs']} runs)"
+            problems.append((companion["label"], f"all the tests: {what}"))
     if problems:
         lines += ["**Needs a maintainer:**", ""]
-        lines += [f"- `{p['target']}/{p['name']}`: {_cell(text)}" for p, text in problems]
+        lines += [f"- `{where}`: {_cell(text)}" for where, text in problems]
         lines.append("")
     notes = [(t["name"], text) for t in report["targets"] for text in t.get("notes", [])]
     notes += [(f"{p['target']}/{p['name']}", text) for p in report["patches"] for text in p.get("notes", [])]

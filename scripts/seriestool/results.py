@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, field
 from .statuses import BaseStatus, RunStatus, Verdict
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def is_test_file(path):
@@ -16,7 +16,11 @@ def is_test_file(path):
 @dataclass
 class PytestRun:
     """One pytest run. `status` for red: red, not-red, skipped, import-only, error, timeout, no-tests;
-    for green: green, failed, error, timeout, no-tests (statuses.RunStatus)."""
+    for green: green, failed, flaky, error, timeout, no-tests (statuses.RunStatus).
+
+    The same tests run several times (`verify --repeat`) are one PytestRun: `runs` of them, `run_statuses`
+    the status of each, `flaky` the tests that failed in some runs and passed in others, and the counts,
+    `failing` and log those of the first run that was not green (of the first run when all were)."""
 
     status: RunStatus
     exit_code: int | None = None
@@ -30,6 +34,9 @@ class PytestRun:
     log: str | None = None
     output_tail: str = ""
     cached: bool = False  # the outcome of an earlier identical run (see runcache.py)
+    runs: int = 1
+    run_statuses: list = field(default_factory=list)  # when runs > 1
+    flaky: list = field(default_factory=list)  # {"test": id, "failed": in how many runs}
 
 
 @dataclass
@@ -87,7 +94,9 @@ class PatchResult:
             self.verdict = Verdict.NOT_CHECKED
         else:
             ok = self.red_without_fix and self.green_with_fix and self.style_clean
-            self.verdict = Verdict.OK if ok else Verdict.FAIL
+            flaky = getattr(self.green, "status", None) == RunStatus.FLAKY
+            flaky = flaky and self.red_without_fix and self.style_clean
+            self.verdict = Verdict.OK if ok else Verdict.FLAKY if flaky else Verdict.FAIL
         return self.verdict
 
     def to_json(self):

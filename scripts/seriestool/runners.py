@@ -5,7 +5,8 @@ import signal
 import subprocess
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import asdict
+from collections import Counter
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .git import Repo
@@ -18,28 +19,33 @@ TAIL_LINES = 40
 
 
 def _parse_junit(path):
+    """(counts, failing test ids, failure kinds, {test id: "passed" | "failed" | "errors" | "skipped"})."""
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    failing, kinds = [], []
+    failing, kinds, outcomes = [], [], {}
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
-        return counts, failing, kinds
+        return counts, failing, kinds, outcomes
     for case in root.iter("testcase"):
         classname, name = case.get("classname", ""), case.get("name", "")
         case_id = f"{classname}::{name}" if classname else name  # a collection error has no class name
         failure, error = case.find("failure"), case.find("error")
         if failure is not None:
-            counts["failed"] += 1
+            outcome = "failed"
             failing.append(case_id)
             kinds.append((failure.get("message") or "").split(":", 1)[0].strip())
         elif error is not None:
-            counts["errors"] += 1
+            outcome = "errors"
             failing.append(case_id)
         elif case.find("skipped") is not None:
-            counts["skipped"] += 1
+            outcome = "skipped"
         else:
-            counts["passed"] += 1
-    return counts, failing, kinds
+            outcome = "passed"
+        counts[outcome] += 1
+        # a test that fails and then errors in teardown has two entries: the worst one counts
+        if outcomes.get(case_id) in (None, "passed", "skipped"):
+            outcomes[case_id] = outcome
+    return counts, failing, kinds, outcomes
 
 
 def stop_group(proc, grace=3.0):
@@ -119,7 +125,7 @@ def run_pytest(
     env.update(extra_env or {})
     cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfE", f"--junitxml={junit}", *files]
     code, seconds = run_logged(cmd, cwd=repo_dir, env=env, log_path=log_path, timeout=timeout)
-    counts, failing, kinds = _parse_junit(junit)
+    counts, failing, kinds, _ = _parse_junit(junit)
     run = PytestRun(
         status=RunStatus.ERROR, exit_code=code, duration_s=seconds, log=str(log_path), failing=failing, **counts
     )
@@ -182,16 +188,20 @@ def drop_stale_bytecode(repo, tree):
     record.write_text(tree + "\n", encoding="utf-8")
 
 
-def cached_pytest(cache, **kwargs):
-    """`run_pytest`, or the outcome of an earlier run of the same tests on the same trees (see runcache.py)."""
-    if cache is None:
-        return run_pytest(**kwargs)
-    key = cache.key(
+def _cache_key(cache, kwargs):
+    return cache.key(
         trees=[tree for _, tree in source_trees(kwargs["repo_dir"], kwargs.get("extra_paths", ()))],
         expect=kwargs["expect"],
         files=kwargs["files"],
         source_dir=kwargs["source_dir"],
     )
+
+
+def cached_pytest(cache, **kwargs):
+    """`run_pytest`, or the outcome of an earlier run of the same tests on the same trees (see runcache.py)."""
+    if cache is None:
+        return run_pytest(**kwargs)
+    key = _cache_key(cache, kwargs)
     outcome = cache.get(key, Path(f"{kwargs['log_stem']}.log"))
     if outcome is not None:
         return PytestRun(**dict(outcome, cached=True))
@@ -199,6 +209,59 @@ def cached_pytest(cache, **kwargs):
     if run.status == kwargs["expect"]:
         cache.put(key, asdict(run))
     return run
+
+
+def repeated_pytest(cache, repeat, progress=None, **kwargs):
+    """The green stage: `cached_pytest` once, or with `repeat` > 1 that many fresh runs of the same tests, told
+    apart by their log stems (`<stem>`, `<stem>.run2`, ...) and combined by `combine_runs`. A stored outcome is
+    not one of them: a pass known from an earlier run does not count as `repeat` passes. When every run passed,
+    the first one's outcome is stored for later single runs. `progress(number, run)` is called after each of
+    the repeated runs."""
+    if repeat == 1:
+        return cached_pytest(cache, **kwargs)
+    stem = Path(kwargs.pop("log_stem"))
+    runs, outcomes = [], []
+    for number in range(1, repeat + 1):
+        log_stem = stem if number == 1 else Path(f"{stem}.run{number}")
+        runs.append(run_pytest(log_stem=log_stem, **kwargs))
+        outcomes.append(_parse_junit(Path(f"{log_stem}.xml"))[3])
+        if progress is not None:
+            progress(number, runs[-1])
+    run = combine_runs(runs, outcomes)
+    if cache is not None and run.status == RunStatus.GREEN:
+        cache.put(_cache_key(cache, kwargs), asdict(runs[0]))
+    return run
+
+
+def combine_runs(runs, outcomes):
+    """One PytestRun for several green-stage runs of the same tests, given each run's per-test outcomes.
+
+    Green when every run was green. A test that failed (or errored) in some runs and passed in others is
+    flaky. The combined status is flaky when no test failed without ever passing and either some test is
+    flaky or some runs were green (the others failed without a test to blame: a timeout, a crash); else it
+    is the status of the first run that was not green (a test that fails every time is a failure)."""
+    failed_in, passed_in = Counter(), Counter()
+    for per_test in outcomes:
+        for test, outcome in per_test.items():
+            if outcome in ("failed", "errors"):
+                failed_in[test] += 1
+            elif outcome == "passed":
+                passed_in[test] += 1
+    flaky = [{"test": test, "failed": failed_in[test]} for test in failed_in if passed_in[test]]
+    steady = [test for test in failed_in if not passed_in[test]]
+    statuses = [run.status for run in runs]
+    first_bad = next((run for run in runs if run.status != RunStatus.GREEN), runs[0])
+    status = first_bad.status
+    if status != RunStatus.GREEN and not steady and (flaky or RunStatus.GREEN in statuses):
+        status = RunStatus.FLAKY
+    return replace(
+        first_bad,
+        status=status,
+        duration_s=round(sum(run.duration_s for run in runs), 2),
+        runs=len(runs),
+        run_statuses=[str(s) for s in statuses],
+        flaky=flaky,
+    )
 
 
 def run_style(python, repo_dir, files):

@@ -43,6 +43,7 @@ class RunStatus(enum.StrEnum):
     GREEN = "green"  # with the fix: every test passes (or skips)
     NOT_RED = "not-red"  # without the fix the tests pass
     FAILED = "failed"  # with the fix some tests fail
+    FLAKY = "flaky"  # with the fix, run several times (--repeat): a test failed in some runs and passed in others
     SKIPPED = "skipped"  # every test skipped
     IMPORT_ONLY = "import-only"  # the only failures are ImportErrors: not a valid red
     ERROR = "error"  # pytest itself failed (collection error, usage, internal error)
@@ -55,14 +56,15 @@ class Verdict(enum.StrEnum):
 
     OK = "ok"
     FAIL = "fail"
+    FLAKY = "flaky"  # red and clean, but a test failed in some of its green runs and passed in others
     NOT_CHECKED = "not checked"  # applied, but --patch left its tests out
     UPSTREAM = "upstream"  # already upstream or fixed there: drop it
 
     @property
     def label(self):
-        return "FAIL" if self is Verdict.FAIL else self.value
+        return self.value.upper() if self in (Verdict.FAIL, Verdict.FLAKY) else self.value
 
     @property
     def passed(self):
         """Whether the patch needs no maintainer (the exit status of `verify` is 0 for it)."""
-        return self is not Verdict.FAIL
+        return self not in (Verdict.FAIL, Verdict.FLAKY)

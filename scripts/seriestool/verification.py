@@ -8,11 +8,14 @@ from pathlib import Path
 
 from . import patchfile, placement
 from .results import PatchResult, PytestRun, is_test_file
-from .runners import cached_pytest, run_pytest, run_style
+from .runners import cached_pytest, repeated_pytest, run_pytest, run_style
 from .statuses import BaseStatus, RunStatus, Verdict
 
 
-def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spec=None, notes=None, cache=None):
+def verify_target(
+    ctx, target, repo, base, *, python, device, only, timeout, spec=None, notes=None, cache=None, repeat=1
+):
+    """The results of `target`'s patches; with `repeat` > 1 each green stage runs that many times (flakes)."""
     results = []
     logs = ctx.work / "logs" / "verify" / target.name
     if logs.exists():
@@ -78,13 +81,22 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spe
             res.red = cached_pytest(cache, log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, **common)
             ctx.log(f"{where} red: {_progress(res.red, 'failed', 'total')}")
             repo.reset_hard(commit)
-            res.green = cached_pytest(cache, log_stem=Path(f"{stem}.green"), expect=RunStatus.GREEN, **common)
+            res.green = repeated_pytest(
+                cache,
+                repeat,
+                progress=_run_progress(ctx, f"{where} green", repeat),
+                log_stem=Path(f"{stem}.green"),
+                expect=RunStatus.GREEN,
+                **common,
+            )
             ctx.log(f"{where} green: {_progress(res.green, 'passed', 'skipped')}")
             if not res.red_without_fix:
                 res.problems.append(f"without its fix the tests are {res.red.status}, not red{run_detail(res.red)}")
                 if moved and res.red.status == RunStatus.NOT_RED:
                     res.notes.append("its tests pass on this base without it: fixed upstream in another way?")
-            if not res.green_with_fix:
+            if res.green.status == RunStatus.FLAKY:
+                res.problems.append(f"with the patch the tests are flaky{run_detail(res.green)}")
+            elif not res.green_with_fix:
                 res.problems.append(
                     f"with the patch the tests are {res.green.status}, not green{run_detail(res.green)}"
                 )
@@ -101,8 +113,19 @@ def verify_target(ctx, target, repo, base, *, python, device, only, timeout, spe
     return results
 
 
+def _run_progress(ctx, what, repeat):
+    """One line per repeated run: `--repeat 50` of a slow test is minutes without one."""
+
+    def show(number, run):
+        ctx.log(f"{what} run {number}/{repeat}: {run.status} ({run.duration_s:.1f}s)")
+
+    return show
+
+
 def _progress(run, first, second):
     when = "earlier identical run" if run.cached else f"{run.duration_s:.1f}s"
+    if run.runs > 1:
+        when = f"{run.run_statuses.count(RunStatus.GREEN)} of {run.runs} runs green, {when}"
     return f"{run.status} {getattr(run, first)}/{getattr(run, second)} {first}/{second} ({when})"
 
 
@@ -118,9 +141,16 @@ def shown_path(path):
 def run_detail(run, limit=5):
     """What a failed check needs on the console: the failing test ids and the log."""
     parts = []
-    if run.failing:
-        more = f" and {len(run.failing) - limit} more" if len(run.failing) > limit else ""
-        parts.append("failing: " + ", ".join(run.failing[:limit]) + more)
+    if run.flaky:
+        more = f" and {len(run.flaky) - limit} more" if len(run.flaky) > limit else ""
+        tests = [f"{f['test']} failed in {f['failed']} of {run.runs} runs" for f in run.flaky[:limit]]
+        parts.append(", ".join(tests) + more)
+    elif run.runs > 1 and run.status == RunStatus.FLAKY:
+        parts.append(f"green in {run.run_statuses.count(RunStatus.GREEN)} of {run.runs} runs")
+    failing = [test for test in run.failing if test not in {f["test"] for f in run.flaky}]
+    if failing:
+        more = f" and {len(failing) - limit} more" if len(failing) > limit else ""
+        parts.append("failing: " + ", ".join(failing[:limit]) + more)
     elif run.status == RunStatus.NOT_RED and run.passed:
         parts.append(f"all {run.passed} pass")
     if run.log:
@@ -149,7 +179,7 @@ def _check_dependencies(ctx, target, repo, base, res, patch, went_in):
         )
 
 
-def verify_with_companions(ctx, target, results, scratch, *, python, device, timeout, cache=None):
+def verify_with_companions(ctx, target, results, scratch, *, python, device, timeout, cache=None, repeat=1):
     """Run all of `target`'s regression tests on its fully patched checkout with the patched sources of the
     targets in `target.verify_with` on PYTHONPATH: the series must not depend on, nor break with, its companions.
 
@@ -169,8 +199,10 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
         f"[{label}] last stage: the {some} once more, with the patched sources of "
         f"{', '.join(other.name for other in others)} first on PYTHONPATH, in one pytest run"
     )
-    run = cached_pytest(
+    run = repeated_pytest(
         cache,
+        repeat,
+        progress=_run_progress(ctx, f"[{label}]", repeat),
         python=python,
         repo_dir=repo.path,
         source_dir=target.source_dir,
@@ -187,5 +219,6 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
         "with": [other.name for other in others],
         "label": label,
         "green": run.status == RunStatus.GREEN,
+        "status": run.status,
         "run": asdict(run),
     }

@@ -13,11 +13,11 @@ from .. import pyenv, regression, render, reports
 from ..am import check_patches
 from ..errors import SeriesError
 from ..manifest import find_patch
-from ..results import SCHEMA_VERSION
+from ..results import SCHEMA_VERSION, PytestRun
 from ..runcache import RunCache, tool_digest
 from ..scratch import prepare_scratch
-from ..statuses import Verdict
-from ..verification import verify_target, verify_with_companions
+from ..statuses import RunStatus, Verdict
+from ..verification import run_detail, verify_target, verify_with_companions
 
 
 NAME = "verify"
@@ -29,17 +29,20 @@ Each patch is put, in order, on the base plus the earlier patches that went in, 
 (<work>/verify/<target>). The test files it adds run without its code change (they must fail with real
 assertion failures: red) and with it (they must pass: green); ruff check and ruff format --check run on
 the Python files it touches. The outcome of an identical earlier pytest run is reused (--no-cache runs
-everything). Prints a table and the problems, writes <work>/reports/verify-<target>.json (for `pr`).
+everything). --repeat N runs each green stage (and the companion stage) N times afresh: a test that fails
+in some runs and passes in others is flaky, a failure of its own. Prints a table and the problems, writes
+<work>/reports/verify-<target>.json (for `pr`).
 
 examples:
   python3 scripts/series.py verify                                  # the whole series, on CPU
   python3 scripts/series.py verify --target transformers --patch 0003
+  python3 scripts/series.py verify --repeat 10                      # a flaky test fails it
   python3 scripts/series.py verify --target transformers \\
       --base git:https://github.com/huggingface/transformers.git@main
 
 exit status: 0 every patch passed (or is already upstream); 1 a check failed (a conflict, not red, not
-green, not ruff-clean, a hidden dependency, an upstream-tests regression); 2 bad input or environment;
-130 interrupted (its pytest runs are stopped)."""
+green, flaky, not ruff-clean, a hidden dependency, an upstream-tests regression); 2 bad input or
+environment; 130 interrupted (its pytest runs are stopped)."""
 NEEDS_GIT = True
 NEEDS_WORK = True
 
@@ -66,6 +69,14 @@ def add_arguments(p):
     )
     p.add_argument(
         "--test-timeout", type=positive_seconds, default=1800, metavar="S", help="limit per pytest run (1800)"
+    )
+    p.add_argument(
+        "--repeat",
+        type=_repeat,
+        default=1,
+        metavar="N",
+        help="run each green stage (and the companion stage) N times, without reusing earlier outcomes, and fail "
+        "on a test that fails in some runs but not all (flaky); default 1",
     )
     p.add_argument(
         "--no-cache", action="store_true", help="run every pytest, even where an identical run's outcome is known"
@@ -103,6 +114,17 @@ def check_writable(path, option):
 
 def _count(number, word, plural=None):
     return f"{number} {word if number == 1 else plural or word + 's'}"
+
+
+def _repeat(value):
+    """--repeat N: a whole number of runs, at least 1 (argparse turns the error into one line, exit 2)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of runs, at least 1 (got {value!r})")
+    return number
 
 
 def resolve_patch(targets, wanted, *, explicit):
@@ -191,6 +213,7 @@ def run(args, ctx):
             spec=spec,
             notes=notes,
             cache=cache,
+            repeat=args.repeat,
         )
         tops[target.name] = repo.head()
     companions = []
@@ -205,6 +228,7 @@ def run(args, ctx):
                 device=args.device,
                 timeout=args.test_timeout,
                 cache=cache,
+                repeat=args.repeat,
             )
             if companion is not None:
                 companions.append(companion)
@@ -236,7 +260,11 @@ def run(args, ctx):
     for companion in companions:
         run = companion["run"]
         verdict = "ok" if companion["green"] else f"FAIL ({run['status']})"
+        if run["status"] == RunStatus.FLAKY:
+            verdict = f"FLAKY{run_detail(PytestRun(**run))}"
         counts = f"{run['passed']} passed, {run['skipped']} skipped, {run['failed']} failed"
+        if run["runs"] > 1:
+            counts += f" ({run['run_statuses'].count(RunStatus.GREEN)} of {run['runs']} runs green)"
         ctx.out(f"{companion['label']}: {verdict}, {counts}")
     for part in upstream_tests:
         for line in regression.lines(part):
@@ -246,7 +274,8 @@ def run(args, ctx):
     runs += [companion["run"] for companion in companions]
     reused = sum(run["cached"] for run in runs)
     if reused:
-        ctx.out(f"{reused} of {len(runs)} pytest runs: outcome of an identical earlier run (--no-cache to run them)")
+        total = sum(run["runs"] for run in runs)  # a repeated stage is `runs` pytest runs, never reused
+        ctx.out(f"{reused} of {total} pytest runs: outcome of an identical earlier run (--no-cache to run them)")
     counted = _count(len(results), "patch", "patches")
     if only is not None:
         checked = sum(1 for res in results if res.name in only)
@@ -259,6 +288,7 @@ def run(args, ctx):
         "ok": ok,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "device": args.device,
+        "repeat": args.repeat,
         "python": str(python),
         "tools": {key: info.get(key) for key in ("python", "pytest", "ruff", "torch", "cuda")},
         "targets": target_reports,
