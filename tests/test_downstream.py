@@ -253,8 +253,9 @@ def test_declared_changes_pass_and_a_second_run_reuses_every_outcome(fake, env):
     assert [e["differences"] for e in again["scenarios"]] == [e["differences"] for e in data["scenarios"]]
     # pr shows what the patch changes downstream, with the declared reason
     text = fake.ok("pr", "0001", env=env).stdout
-    assert "## Downstream" in text
-    assert "- Intended: add() adds.\n  - `fake/add`: global_step -1 -> 5;" in text
+    # in the notes for the submitter (an HTML comment, each line indented by two)
+    assert "\nDownstream (the last `series.py downstream` run):\n" in text
+    assert "  - Intended: add() adds.\n    - `fake/add`: global_step -1 -> 5;" in text
     text = fake.ok("pr", "0002", env=env).stdout
     assert "None of them changes" in text
 

@@ -7,7 +7,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from seriesfixtures import SERIES, VERSION, counted, manifest_text, one_error_line, table_rows
+from seriesfixtures import SERIES, VERSION, counted, manifest_text, one_error_line, problem_items, table_rows
 
 
 COUNTED_TEST = "tests.regress.test_counted::test_counted"
@@ -46,7 +46,7 @@ def test_a_test_failing_in_some_runs_is_flaky_and_fails_verify(fake, test_python
 
     (row,) = table_rows(proc.stdout)
     assert (row["green pass/skip"], row["verdict"]) == ("FLAKY: 2/3 runs", "FLAKY")
-    line = next(line for line in proc.stdout.splitlines() if "flaky" in line and line.startswith("  "))
+    line = next(line for line in problem_items(proc.stdout) if "flaky" in line)
     assert line.startswith(
         f"  fake 0001: with the patch the tests are flaky ({COUNTED_TEST} failed in 1 of 3 runs; log "
     )
