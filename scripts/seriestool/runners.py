@@ -191,7 +191,12 @@ def cached_pytest(cache, **kwargs):
         expect=kwargs["expect"],
         files=kwargs["files"],
         source_dir=kwargs["source_dir"],
+        python=kwargs["python"],
+        device=kwargs["device"],
+        env=kwargs.get("extra_env"),
     )
+    if key is None:
+        return run_pytest(**kwargs)
     outcome = cache.get(key, Path(f"{kwargs['log_stem']}.log"))
     if outcome is not None:
         return PytestRun(**dict(outcome, cached=True))
