@@ -11,7 +11,7 @@ from ..errors import SeriesError
 
 NAME = "python"
 HELP = "run Python in the pinned venv with a checkout's sources first on PYTHONPATH"
-DESCRIPTION = f"""\\
+DESCRIPTION = f"""\
 {HELP}.
 
 The checkout is not installed: its source folder (and those of --with targets) goes first on

@@ -10,7 +10,7 @@ from ..errors import SeriesError
 
 NAME = "selftest"
 HELP = "run the tool's own tests in the pinned venv (extra args go to pytest)"
-DESCRIPTION = f"""\\
+DESCRIPTION = f"""\
 {HELP}.
 
 Builds the pinned venv first when needed (once). Arguments after `--` go to pytest.
