@@ -63,6 +63,7 @@ REFUSED = {
     "absolute": ([member("/etc/passwd")], "member '/etc/passwd' has an absolute path"),
     "absolute_backslash": ([member("\\evil")], "member '\\\\evil' has an absolute path"),
     "drive": ([member("C:evil")], "member 'C:evil' has an absolute path"),
+    "drive_folder": ([folder("C:"), member("C:/evil")], "member 'C:' has an absolute path"),
     "dotdot": ([member(f"{TOP}/../evil")], f"member '{TOP}/../evil' escapes the target folder"),
     "dotdot_nested": ([member(f"{TOP}/a/../../evil")], f"member '{TOP}/a/../../evil' escapes the target folder"),
     "backslash": (
@@ -198,3 +199,23 @@ def test_a_hard_link_to_a_member_not_in_the_archive(tmp_path):
     ):
         extract_stripped(archive, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]
+
+
+def test_extraction_clears_risky_modes(tmp_path):
+    # tarfile's "data" filter: no setuid bit, no write bit for group and others
+    risky = member(f"{TOP}/run.sh")
+    risky.mode = 0o4777
+    archive = _tarball(tmp_path / "b.tar.gz", [(risky, b"#!/bin/sh\n")])
+    dest = extract_stripped(archive, tmp_path / "out")
+    assert (dest / "run.sh").stat().st_mode & 0o7777 == 0o755
+
+
+def test_a_leftover_staging_folder_is_never_extracted_into(tmp_path):
+    archive = _tarball(tmp_path / "a.tar.gz", [(member(f"{TOP}/a.py"), b"A\n")])
+    leftover = tmp_path / "out.extract" / TOP
+    leftover.mkdir(parents=True)
+    (leftover / "junk.py").write_text("junk\n", encoding="utf-8")
+    with pytest.raises(FileExistsError):
+        extract_stripped(archive, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]
+    assert sorted(p.name for p in extract_stripped(archive, tmp_path / "out").iterdir()) == ["a.py"]

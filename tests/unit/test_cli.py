@@ -139,11 +139,20 @@ def test_sigterm_unwinds_like_ctrl_c_and_the_handler_is_restored(capsys, command
         signal.raise_signal(signal.SIGTERM)
         return 0
 
-    before = signal.getsignal(signal.SIGTERM)
-    command(action)
-    assert cli.main(["--work", str(tmp_path), "selftest"]) == 130
-    assert capsys.readouterr().err == "series: error: interrupted\n"
-    assert signal.getsignal(signal.SIGTERM) is before
+    def mine(signum, frame):
+        raise AssertionError("not restored")
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        command(action)
+        assert cli.main(["--work", str(tmp_path), "selftest"]) == 130
+        assert capsys.readouterr().err == "series: error: interrupted\n"
+        assert signal.getsignal(signal.SIGTERM) is mine
+        command(lambda: 0)
+        assert cli.main(["--work", str(tmp_path), "selftest"]) == 0
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_interrupt_handler():
@@ -168,6 +177,11 @@ def test_selftest_runs_all_tests_unless_some_are_named(tmp_path):
         "not network",
     ]
     assert selftest.pytest_command("python", root, ["--", "tests/unit"], root) == [*base, str(root / "tests/unit")]
+    assert selftest.pytest_command("python", root, ["-x", "tests/unit"], root) == [
+        *base,
+        "-x",
+        str(root / "tests/unit"),
+    ]
     assert selftest.pytest_command("python", root, ["unit", "-x"], root / "tests") == [
         *base,
         str(root / "tests/unit"),

@@ -308,6 +308,12 @@ def test_rewrite_patch_list_errors_leave_the_file_alone(tmp_path):
     with pytest.raises(SeriesError, match=r"cannot find the patches list of \[targets\.second\]$"):
         manifest.rewrite_patch_list(loaded, "second", [P1])
     assert path.read_text(encoding="utf-8") == text
+    # nor is the list of the next target, wherever it is in the file
+    text = MANIFEST.replace(f'patches = [\n    "{P1}",\n]\n', "") + "# " + "-" * 400 + "\n"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SeriesError, match=r"cannot find the patches list of \[targets\.first\]$"):
+        manifest.rewrite_patch_list(loaded, "first", [P2])
+    assert path.read_text(encoding="utf-8") == text
 
 
 def test_rewrite_patch_list_with_a_bracket_in_a_comment_is_refused_not_half_written(tmp_path):

@@ -115,6 +115,8 @@ def test_read_a_whole_patch(tmp_path):
     deleted = parsed.file("old.txt")
     assert (deleted.hunks[0].old_count, deleted.hunks[0].lines) == (1, ["-gone"])
     assert parsed.file("run.sh").hunks == [] and parsed.file("run.sh").header == MODE.splitlines()
+    # the last hunk ends at its counts: the signature after it is not a deleted line
+    assert [h.lines for h in parsed.file("docs/ä b.md").hunks] == [["-x", "+y"]]
     assert parsed.file("nope.py") is None
 
 
@@ -136,6 +138,11 @@ def test_paths_are_listed_once_each(tmp_path):
     parsed = patchfile.read(_write(tmp_path, HEAD + MODIFY + rename_like + MODIFY.replace("core", "other")))
     assert parsed.paths() == ["src/core.py", "a.py", "b.py", "src/other.py"]
     assert parsed.file("b.py").path == "b.py" and parsed.file("a.py") is parsed.file("b.py")
+
+
+def test_names_from_the_diff_line_when_there_are_no_sides():
+    (diff,) = patchfile.parse_diff(["diff --git a/old.bin b/new.bin", "Binary files differ"])
+    assert (diff.old_path, diff.new_path, diff.hunks) == ("old.bin", "new.bin", [])
 
 
 def test_a_hunk_header_without_counts_means_one_line():

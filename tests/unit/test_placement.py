@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 from seriestool import placement
-from seriestool.git import Repo
+from seriestool.git import GitError, Repo
 from seriestool.manifest import Target
 from seriestool.placement import Conflict, Placing
 from seriestool.results import PatchResult, PytestRun, is_test_file
@@ -66,6 +66,12 @@ def _tree(repo):
     return {path: (repo.path / path).read_text(encoding="utf-8") for path in repo.out("ls-files").splitlines()}
 
 
+def _dates(repo):
+    """The author and committer dates of HEAD: the same, so that the same patch gives the same commit."""
+    author, committer = repo.out("log", "-1", "--format=%ad|%cd", "--date=raw").split("|")
+    return author, committer
+
+
 def _untouched(repo, head):
     assert repo.head() == head and repo.status() == [] and repo.operation_in_progress() is None
 
@@ -76,6 +82,8 @@ def test_clean(fresh, patches):
     assert placement.place(repo, patches["0003"], preimages=lambda: calls.append(1)).status == BaseStatus.CLEAN
     assert repo.parents(repo.head()) == [base] and repo.status() == [] and calls == []
     assert _tree(repo)["src/core.py"] == edit(10, "ten\n")
+    author, committer = _dates(repo)
+    assert author == committer == "978307200 +0000"
 
 
 def test_three_way(fresh, patches):
@@ -85,6 +93,8 @@ def test_three_way(fresh, patches):
     result = placement.place(repo, patches["0003"], preimages=lambda: calls.append(1))
     assert (result.status, result.conflicts) == (BaseStatus.THREE_WAY, [])
     assert calls == [1] and repo.parents(repo.head()) == [moved]
+    author, committer = _dates(repo)
+    assert author == committer == "978307200 +0000"
     assert _tree(repo)["src/core.py"] == edit(10, "ten\n", edit(8, "eight\n").splitlines(True))
 
 
@@ -143,6 +153,8 @@ def test_landed_finds_a_stack(fresh, patches, tmp_path):
     only_last = commit(repo, PATCHES["0003"][1])
     assert placement.landed(repo, only_last, series, tmp_path) == {patches["0003"]}
     assert list(tmp_path.glob("index-*")) == []
+    with pytest.raises(GitError, match="read-tree"):
+        placement.landed(repo, "f" * 40, series, tmp_path)
 
 
 def test_applies_with(fresh, patches, tmp_path):
@@ -153,6 +165,8 @@ def test_applies_with(fresh, patches, tmp_path):
     # a needed patch that does not apply
     assert not placement.applies_with(repo, base, patches["0003"], [patches["0002"]], tmp_path)
     assert list(tmp_path.glob("index-*")) == []
+    with pytest.raises(GitError, match="read-tree"):
+        placement.applies_with(repo, "f" * 40, patches["0002"], [], tmp_path)
     _untouched(repo, base)
 
 
@@ -167,6 +181,13 @@ REGIONS = {
     ),
     "diff3_style": ("a\nb\n<<<<<<< ours\nc\n||||||| base\nC\n=======\nCC\n>>>>>>> theirs\nd\n", [[3, 3]]),
     "empty_side": ("a\n<<<<<<< ours\n=======\nx\n>>>>>>> theirs\nb\n", [[2, 2]]),
+    "long_theirs": (
+        "<<<<<<< o\na\n=======\nx\ny\n>>>>>>> t\nb\n<<<<<<< o\nc\n=======\nz\n>>>>>>> t\n",
+        [
+            [1, 1],
+            [3, 3],
+        ],
+    ),
 }
 
 

@@ -59,6 +59,7 @@ def test_the_other_cells():
         (["0002-a", "0003-b"], "0002,0003"),
         (["0005-a", "0006-b", "0007-c", "0008-d"], "0005-0008"),
         (["0005-a", "0006-b", "0008-d"], "0005,0006,0008"),
+        (["0005-a", "0006-b", "0007-c"], "0005-0007"),
         (["abcd-a", "0006-b", "0007-d"], "abcd,0006,0007"),
     ],
 )
@@ -122,12 +123,12 @@ def test_table():
 def test_a_long_subject_is_cut_to_the_width():
     long = _patch("0001", subject="core: " + "word " * 40)
     lines = render.table([long]).splitlines()
-    assert max(len(line) for line in lines) <= render.WIDTH
-    assert "..." in lines[2]
-    assert max(len(line) for line in render.table([long], width=90).splitlines()) <= 90
-    # the patch column never shrinks below MIN_PATCH, even when that makes the table wider
+    assert [len(line) for line in lines] == [120, 120, 115]  # "ok" is 5 columns narrower than "verdict"
+    assert lines[2].startswith("fake 0001 core: word word") and "wor...  yes  " in lines[2]
+    assert max(len(line) for line in render.table([long], width=90).splitlines()) == 90
+    # the patch column never shrinks below 20 columns, even when that makes the table wider
     narrow = render.table([long], width=40).splitlines()
-    assert narrow[2].index("yes") >= render.MIN_PATCH + 2
+    assert narrow[0].index("applies") == 22 and narrow[2].startswith("fake 0001 core: w...  yes")
 
 
 def test_problem_lines():
@@ -196,6 +197,22 @@ def test_junit_of_failed_checks(tmp_path):
     assert (suite.get("failures"), suite.get("skipped")) == ("2", "1")
     text = {case.get("name"): case.findtext("failure") for case in suite.iter("testcase")}
     assert text["red_without_fix"] == "not-red" and text["style_clean"] == "E1\nF1"
+
+
+def test_junit_of_a_patch_that_is_not_green(tmp_path):
+    _, cases = _junit(tmp_path, [_res(green=PytestRun(status=RunStatus.FAILED))])
+    assert cases["green_with_fix"] == ("failure", "green_with_fix failed")
+    assert cases["red_without_fix"] is None
+
+
+def test_junit_is_indented(tmp_path):
+    _junit(tmp_path, [_res()])
+    lines = (tmp_path / "junit.xml").read_text(encoding="utf-8").splitlines()
+    assert lines[:3] == [
+        "<testsuites>",
+        '  <testsuite name="series-verify" time="1.50" tests="5" failures="0" skipped="0" errors="0">',
+        '    <testcase classname="fake.0001-a.patch" name="applies" />',
+    ]
 
 
 def test_junit_of_a_hidden_dependency(tmp_path):
@@ -308,6 +325,55 @@ def test_markdown_of_a_failed_run():
     )
     assert "**Needs a maintainer:**\n\n- `fake/0002-a-patch.patch`: a \\| b c\n" in text
     assert "**Notes:**\n\n- `fake`: t\n- `fake/0002-a-patch.patch`: n\n" in text
+
+
+def test_markdown_blocks_are_separated_by_blank_lines():
+    part = {
+        "target": "fake",
+        "files": ["tests/test_a.py"],
+        "spec": "path:x",
+        "ok": False,
+        "states": {"base": {"passed": 1, "failed": 0, "skipped": 0, "error": 0, "duration_s": 1.0}},
+        "regressions": [],
+        "problems": ["p"],
+    }
+    report = _report([_patch("0001", problems=["bad"], notes=["n"])], ok=False, upstream_tests=[part])
+    assert render.markdown(report) == "\n".join(
+        [
+            "### Patch series verify: FAILED",
+            "",
+            "| target | base | commit |",
+            "|---|---|---|",
+            "| fake | fakepkg 1.0 sdist | `0123456789ab` |",
+            "",
+            "Device `cpu`, torch 2.13.0, Python 3.11.7, 12 s.",
+            "",
+            "| patch | applies | alone | red without the fix (failed/total) | green with it (passed/skipped) | style "
+            "| verdict |",
+            "|---|---|---|---|---|---|---|",
+            "| `fake/0001-a-patch.patch` | yes | yes | yes 1/1 | yes 1/0 | clean | ok |",
+            "",
+            "**Needs a maintainer:**",
+            "",
+            "- `fake/0001-a-patch.patch`: bad",
+            "",
+            "**Notes:**",
+            "",
+            "- `fake/0001-a-patch.patch`: n",
+            "",
+            "**Upstream tests of fake** (1 file(s) from `path:x`): **0 regression(s)**",
+            "",
+            "| tree | passed | failed | skipped | error | time |",
+            "|---|---|---|---|---|---|",
+            "| base | 1 | 0 | 0 | 0 | 1 s |",
+            "",
+            "- p",
+            "",
+        ]
+    )
+    clean = dict(part, ok=True, problems=[])
+    text = render.markdown(_report([_patch("0001")], upstream_tests=[clean]))
+    assert text.endswith("| base | 1 | 0 | 0 | 0 | 1 s |\n")
 
 
 def test_markdown_without_patches_and_with_upstream_tests():

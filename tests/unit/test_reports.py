@@ -85,6 +85,13 @@ def test_a_patch_run_keeps_the_checked_results_of_the_others(tmp_path):
     assert again["patches"][0]["checked_at"] == "2026-01-01T00:00:00Z"
 
 
+def test_a_run_that_checked_none_keeps_all_earlier_results(tmp_path):
+    _save(tmp_path, _report(FULL))
+    none = [_patch(p["name"], Verdict.NOT_CHECKED) for p in FULL]
+    saved = _save(tmp_path, _report(none))
+    assert [p["verdict"] for p in saved["patches"]] == [p["verdict"] for p in FULL] and saved["ok"] is False
+
+
 def test_an_earlier_result_that_was_not_checked_either_is_not_taken(tmp_path):
     _save(tmp_path, _report(ONLY_2))
     saved = _save(tmp_path, _report(ONLY_2))

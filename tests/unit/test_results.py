@@ -116,6 +116,42 @@ def test_decide(case):
     assert res.decide() == verdict and res.verdict == verdict
 
 
+def test_defaults():
+    from dataclasses import asdict
+
+    assert asdict(PytestRun(status=RunStatus.NO_TESTS)) == {
+        "status": "no-tests",
+        "exit_code": None,
+        "passed": 0,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 0,
+        "total": 0,
+        "failing": [],
+        "duration_s": 0.0,
+        "log": None,
+        "output_tail": "",
+        "cached": False,
+    }
+    res = PatchResult(name="n", target="t", index=1)
+    assert (res.applies, res.applies_alone, res.checked, res.verdict, res.base_status) == (
+        False,
+        None,
+        True,
+        Verdict.FAIL,
+        None,
+    )
+    assert (res.red, res.green, res.style, res.hidden_dependency, res.sha256, res.subject) == (
+        None,
+        None,
+        None,
+        False,
+        "",
+        "",
+    )
+    assert res.decide() == Verdict.FAIL
+
+
 def test_the_checks_of_a_result():
     res = _result()
     assert (res.red_without_fix, res.green_with_fix, res.style_clean) == (True, True, True)

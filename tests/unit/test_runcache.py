@@ -67,6 +67,12 @@ def test_the_key_changes_with_each_input(tmp_path, change, key_args):
     assert cache.key(**dict(key_args, **CHANGES[change])) != cache.key(**key_args)
 
 
+def test_the_key_does_not_depend_on_the_order_of_dict_entries(tmp_path, key_args):
+    one = RunCache(tmp_path, {"tool": "x", "device": "cpu"}).key(**dict(key_args, env={"A": "1", "B": "2"}))
+    two = RunCache(tmp_path, {"device": "cpu", "tool": "x"}).key(**dict(key_args, env={"B": "2", "A": "1"}))
+    assert one == two
+
+
 def test_the_key_changes_with_the_identity(tmp_path, key_args):
     assert RunCache(tmp_path, {"tool": "x"}).key(**key_args) != RunCache(tmp_path, {"tool": "y"}).key(**key_args)
 
@@ -110,6 +116,11 @@ def _outcome(tmp_path, status=RunStatus.RED, text="log text\n"):
 
 
 def test_put_and_get(tmp_path):
+    cache = RunCache(tmp_path / "work" / "cache", {})
+    assert cache.get("k", tmp_path / "copy.log") is None
+    outcome = _outcome(tmp_path)
+    cache.put("k", outcome)
+    assert sorted(p.name for p in (tmp_path / "work" / "cache").iterdir()) == ["k.json", "k.log"]
     cache = RunCache(tmp_path / "cache", {})
     assert cache.get("k", tmp_path / "copy.log") is None
     outcome = _outcome(tmp_path)
@@ -139,6 +150,11 @@ def test_the_oldest_entries_go_first(tmp_path, monkeypatch):
     assert cache.get("a", tmp_path / "copy.log") is not None  # used: now the newest
     cache.put("c", _outcome(tmp_path))
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["a.json", "a.log", "c.json", "c.log"]
+    # an entry whose log is gone is pruned all the same
+    os.utime(tmp_path / "cache" / "a.json", (1000, 1000))
+    (tmp_path / "cache" / "a.log").unlink()
+    cache.put("d", _outcome(tmp_path))
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["c.json", "c.log", "d.json", "d.log"]
 
 
 def test_file_and_tool_digests(tmp_path, monkeypatch):

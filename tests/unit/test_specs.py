@@ -22,6 +22,7 @@ TARGET = SimpleNamespace(package="fakepkg", version="1.2", sha256="ab" * 32)
         ("", ("sdist", "", "")),
         ("sdist", ("sdist", "", "")),
         ("git:https://example.invalid/x.git", ("git", "https://example.invalid/x.git", "HEAD")),
+        ("git:x", ("git", "x", "HEAD")),
         ("git:https://example.invalid/x.git@v1.2", ("git", "https://example.invalid/x.git", "v1.2")),
         ("git:https://example.invalid/x.git@", ("git", "https://example.invalid/x.git@", "HEAD")),  # DIFFERS
         ("git:git@example.invalid:org/x.git", ("git", "git@example.invalid:org/x.git", "HEAD")),  # DIFFERS
@@ -38,6 +39,7 @@ def test_base_specs(spec, expected):
 def test_a_base_path_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert base.parse_spec("path:clone") == base.BaseSpec("path", str(tmp_path / "clone"))
+    assert base.parse_spec("path:c") == base.BaseSpec("path", str(tmp_path / "c"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert base.parse_spec("path:~/clone").location == str(tmp_path / "home" / "clone")
 
@@ -101,6 +103,7 @@ def test_upstream_tests_specs(spec, expected):
 def test_an_upstream_tests_path_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert regression.parse_spec("path:up", TARGET) == ("path", str(tmp_path / "up"), "")
+    assert regression.parse_spec("path:u", TARGET) == ("path", str(tmp_path / "u"), "")
 
 
 @pytest.mark.parametrize(
