@@ -1,8 +1,19 @@
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from seriesfixtures import Fake
+
+
+UNIT = Path(__file__).resolve().parent / "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Everything outside tests/unit/ runs the tool end to end (subprocesses, the venv): marked `e2e`."""
+    for item in items:
+        if not Path(item.path).resolve().is_relative_to(UNIT):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture

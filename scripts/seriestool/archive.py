@@ -29,16 +29,20 @@ def _inside(path, root):
 def check_members(members):
     """Validate tar members; return the single top-level folder name they all live in.
 
-    Refuses absolute names, `..` components, links leaving the top folder, device files and
-    archives whose members do not share one top-level folder (as sdists do).
+    Refuses absolute names, `..` components, links leaving the top folder, hard links to anything but
+    a regular file earlier in the archive, device files, members that are not below one top-level
+    folder and archives whose members do not share one (as sdists do).
     """
     top = None
+    files = set()  # the files so far: what a hard link may point to
     for member in members:
         name = member.name
         if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
             raise UnsafeArchive(f"member {name!r} has an absolute path")
         parts = [p for p in name.split("/") if p not in ("", ".")]
-        if not parts:
+        if not parts:  # the extraction folder itself: only a folder may be that
+            if not member.isdir():
+                raise UnsafeArchive(f"member {name!r} is not inside a top-level folder")
             continue
         if ".." in parts or "\\" in name:
             raise UnsafeArchive(f"member {name!r} escapes the target folder")
@@ -57,8 +61,12 @@ def check_members(members):
         elif member.islnk():
             if member.linkname.startswith("/") or not _inside(member.linkname, top):
                 raise UnsafeArchive(f"hard link {name!r} points outside the target folder ({member.linkname!r})")
+            if posixpath.normpath(member.linkname) not in files:
+                raise UnsafeArchive(f"hard link {name!r} points to {member.linkname!r}, not a file before it")
         elif not (member.isreg() or member.isdir()):
             raise UnsafeArchive(f"member {name!r} is not a regular file, folder or link")
+        if member.isreg() or member.islnk():
+            files.add("/".join(parts))
     if top is None:
         raise UnsafeArchive("archive is empty")
     return top

@@ -290,7 +290,10 @@ def rewrite_patch_list(manifest, target_name, names):
     new_text = text[:start] + _format_list(names) + text[stop:]
     if new_text == text:
         return False
-    check = tomllib.loads(new_text)["targets"][target_name]["patches"]
+    try:  # a `]` in a comment inside the list ends the match early: the result is no longer the list
+        check = tomllib.loads(new_text)["targets"][target_name]["patches"]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError):
+        check = None
     if check != list(names):
         raise SeriesError(f"manifest {manifest.path}: rewriting the patches list of {target_name} went wrong")
     manifest.path.write_text(new_text, encoding="utf-8")

@@ -154,6 +154,8 @@ def read(path):
     message = email.message_from_string(head + "\n\n", policy=email.policy.default)
     subject = _SUBJECT_PREFIX.sub("", " ".join(str(message.get("Subject", "")).split()))
     lines = rest.split("\n") if sep else []
+    if lines and lines[-1] == "":
+        lines.pop()  # the end of the last line, not an empty context line
     body = []
     index = 0
     while index < len(lines) and lines[index] != "---" and not lines[index].startswith("diff --git "):

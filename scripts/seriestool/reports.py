@@ -37,7 +37,8 @@ def _same_setup(new, old):
         return False
     new_base, old_base = new["targets"][0]["base"], old["targets"][0]["base"]
     return (
-        new_base.get("commit") == old_base.get("commit")
+        new_base.get("commit") is not None  # two reports that do not know their base may be for two bases
+        and new_base.get("commit") == old_base.get("commit")
         and new.get("device") == old.get("device")
         and new.get("python") == old.get("python")
         and new.get("tools") == old.get("tools")

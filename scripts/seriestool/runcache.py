@@ -4,11 +4,18 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 
-VERSION = 1
+VERSION = 2
 KEEP = 500  # entries; the oldest ones go first
+# What an interpreter holds: its version and build, and every installed distribution with its version.
+ENVIRONMENT = r"""
+import importlib.metadata, json, sys
+dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
+print(json.dumps({"version": sys.version, "prefix": sys.prefix, "packages": dists}))
+"""
 
 
 def file_digest(path):
@@ -28,17 +35,37 @@ class RunCache:
     """A folder of pytest outcomes keyed by everything that decides them.
 
     The key covers the git trees tested (every source and test file of the checkout, and of the
-    companion checkouts on PYTHONPATH), the test files run, the source folder and `identity`: the
-    interpreter, its installed packages, the device and the tool's own code. Only expected outcomes
-    are stored (`verify` stores red without the fix and green with it), so anything else - a failure,
-    a timeout - runs again the next time.
+    companion checkouts on PYTHONPATH), the test files run, the source folder, the interpreter that
+    runs them (its path, version and installed packages, asked once per interpreter), the device, the
+    extra environment variables and `identity` (what else the caller knows: the tool's own code, the
+    GPUs). Only expected outcomes are stored (`verify` stores red without the fix and green with it), so
+    anything else - a failure, a timeout - runs again the next time.
     """
 
     def __init__(self, folder, identity):
         self.folder = Path(folder)
         self.identity = identity
+        self._environments = {}
 
-    def key(self, *, trees, expect, files, source_dir):
+    def environment(self, python):
+        """A digest of the version and the installed packages of `python`, or None when it cannot be asked."""
+        python = str(python)
+        if python not in self._environments:
+            try:
+                proc = subprocess.run(
+                    [python, "-c", ENVIRONMENT], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                proc = None
+            ok = proc is not None and proc.returncode == 0 and proc.stdout.strip()
+            self._environments[python] = hashlib.sha256(proc.stdout.encode()).hexdigest() if ok else None
+        return self._environments[python]
+
+    def key(self, *, trees, expect, files, source_dir, python, device, env=None):
+        """The key of a pytest run, or None when the interpreter cannot be asked what it holds (no reuse)."""
+        environment = self.environment(python)
+        if environment is None:
+            return None
         material = {
             "version": VERSION,
             "identity": self.identity,
@@ -46,6 +73,10 @@ class RunCache:
             "expect": expect,
             "files": sorted(files),
             "source_dir": source_dir,
+            "python": str(python),
+            "environment": environment,
+            "device": device,
+            "env": dict(env or {}),
         }
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 

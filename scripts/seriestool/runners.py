@@ -194,6 +194,9 @@ def _cache_key(cache, kwargs):
         expect=kwargs["expect"],
         files=kwargs["files"],
         source_dir=kwargs["source_dir"],
+        python=kwargs["python"],
+        device=kwargs["device"],
+        env=kwargs.get("extra_env"),
     )
 
 
@@ -202,6 +205,8 @@ def cached_pytest(cache, **kwargs):
     if cache is None:
         return run_pytest(**kwargs)
     key = _cache_key(cache, kwargs)
+    if key is None:
+        return run_pytest(**kwargs)
     outcome = cache.get(key, Path(f"{kwargs['log_stem']}.log"))
     if outcome is not None:
         return PytestRun(**dict(outcome, cached=True))
@@ -228,8 +233,9 @@ def repeated_pytest(cache, repeat, progress=None, **kwargs):
         if progress is not None:
             progress(number, runs[-1])
     run = combine_runs(runs, outcomes)
-    if cache is not None and run.status == RunStatus.GREEN:
-        cache.put(_cache_key(cache, kwargs), asdict(runs[0]))
+    key = None if cache is None or run.status != RunStatus.GREEN else _cache_key(cache, kwargs)
+    if key is not None:
+        cache.put(key, asdict(runs[0]))
     return run
 
 

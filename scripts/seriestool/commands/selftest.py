@@ -17,6 +17,7 @@ Builds the pinned venv first when needed (once). Arguments after `--` go to pyte
 
 examples:
   python3 scripts/series.py selftest
+  python3 scripts/series.py selftest -- tests/unit                     # the fast in-process tests only
   python3 scripts/series.py selftest -- -m "not network"
   python3 scripts/series.py selftest -- tests/test_cli.py -k usage     # only that file
 

@@ -1,0 +1,327 @@
+"""manifest.py: every validation message, the target model, patch lookup and the in-place rewrite of a list."""
+
+import re
+import textwrap
+
+import pytest
+from seriestool import manifest
+from seriestool.errors import SeriesError
+
+
+SHA = "a" * 64
+P1, P2, P3 = "0001-one.patch", "0002-two.patch", "0003-three.patch"
+
+
+def _table(name="fake", *, names=(P1, P2, P3), drop=(), **extra):
+    """A `[targets.<name>]` table as TOML; `extra` values are TOML literals, `drop` leaves keys out."""
+    keys = {
+        "package": '"fakepkg"',
+        "version": '"1.0"',
+        "sha256": f'"{SHA}"',
+        "git_url": '"https://example.invalid/fakepkg.git"',
+        "tests": '"tests/regress/"',
+        "patches": "[" + ", ".join(f'"{p}"' for p in names) + "]",
+    }
+    keys.update(extra)
+    body = "".join(f"{key} = {value}\n" for key, value in keys.items() if key not in drop)
+    return f"[targets.{name}]\n{body}"
+
+
+def _load(tmp_path, text):
+    path = tmp_path / "series.toml"
+    path.write_text(text, encoding="utf-8")
+    return manifest.load(path)
+
+
+def _error(tmp_path, text):
+    path = tmp_path / "series.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SeriesError) as info:
+        manifest.load(path)
+    return str(info.value).replace(str(path), "PATH")
+
+
+def test_a_full_target_and_its_defaults(tmp_path):
+    text = _table(
+        "main",
+        source_dir='"lib"',
+        verify_with='["other"]',
+        reviewers='["@alice", "@bob"]',
+        upstream_tests='["tests/trainer/test_trainer.py"]',
+    )
+    text += f'\n[targets.main.depends]\n"{P3}" = ["{P1}", "{P2}"]\n\n' + _table("other", names=())
+    loaded = _load(tmp_path, text)
+    assert list(loaded.targets) == ["main", "other"]
+    main = loaded.targets["main"]
+    assert (main.name, main.package, main.version, main.sha256) == ("main", "fakepkg", "1.0", SHA)
+    assert (main.git_url, main.tests, main.source_dir) == (
+        "https://example.invalid/fakepkg.git",
+        "tests/regress/",
+        "lib",
+    )
+    assert main.patches == [P1, P2, P3]
+    assert main.patch_dir == tmp_path / "main"
+    assert main.patch_paths() == [tmp_path / "main" / p for p in (P1, P2, P3)]
+    assert main.verify_with == ["other"] and main.reviewers == ["@alice", "@bob"]
+    assert main.depends == {P3: [P1, P2]}
+    assert main.upstream_tests == ["tests/trainer/test_trainer.py"]
+    other = loaded.targets["other"]
+    assert other.source_dir == "src" and other.patches == []
+    assert (other.verify_with, other.reviewers, other.depends, other.upstream_tests) == ([], [], {}, [])
+
+
+def test_values_are_read_as_text(tmp_path):
+    target = _load(tmp_path, _table(version="2.5", tests='"tests"')).targets["fake"]
+    assert target.version == "2.5" and target.tests == "tests"
+
+
+BAD = {
+    "not_toml": ("[targets.fake\n", r"manifest PATH is not valid TOML: .+"),
+    "no_targets": ('title = "x"\n', r"manifest PATH has no \[targets.<name>\] tables"),
+    "empty_targets": ("[targets]\n", r"manifest PATH has no \[targets.<name>\] tables"),
+    "targets_not_a_table": ("targets = 3\n", r"manifest PATH has no \[targets.<name>\] tables"),
+    "lacks_keys": (_table(drop=("sha256", "tests")), r"manifest PATH: \[targets.fake\] lacks sha256, tests"),
+    "lacks_patches": (_table(drop=("patches",)), r"manifest PATH: \[targets.fake\] lacks patches"),
+    "sha_upper": (
+        _table(sha256=f'"{"A" * 64}"'),
+        r"manifest PATH: \[targets.fake\] sha256 is not 64 lowercase hex digits",
+    ),
+    "sha_short": (_table(sha256=f'"{"a" * 63}"'), r".*sha256 is not 64 lowercase hex digits"),
+    "sha_long": (_table(sha256=f'"{"a" * 65}"'), r".*sha256 is not 64 lowercase hex digits"),
+    "tests_absolute": (
+        _table(tests='"/tests/"'),
+        r"manifest PATH: \[targets.fake\] tests must be a relative path prefix",
+    ),
+    "tests_dotdot": (_table(tests='"tests/../../etc/"'), r".*tests must be a relative path prefix"),
+    "tests_dotdot_first": (_table(tests='"../tests/"'), r".*tests must be a relative path prefix"),
+    "tests_dotdot_only": (_table(tests='".."'), r".*tests must be a relative path prefix"),
+    "patches_not_list": (
+        _table(patches=f'"{P1}"'),
+        r"manifest PATH: \[targets.fake\] patches must be a list of file names",
+    ),
+    "patches_not_text": (_table(patches="[1]"), r".*patches must be a list of file names"),
+    "bad_patch_name": (
+        _table(names=("1-one.patch",)),
+        r"manifest PATH: \[targets.fake\] bad patch file name '1-one.patch'",
+    ),
+    "bad_patch_suffix": (_table(names=("0001-one.diff",)), r".*bad patch file name '0001-one.diff'"),
+    "bad_patch_slash": (_table(names=("0001-a/b.patch",)), r".*bad patch file name '0001-a/b.patch'"),
+    "patch_twice": (_table(names=(P1, P2, P1)), r"manifest PATH: \[targets.fake\] lists a patch twice"),
+    "verify_with_itself": (
+        _table(verify_with='["fake"]'),
+        r"manifest PATH: \[targets.fake\] verify_with must list other targets",
+    ),
+    "verify_with_unknown": (_table(verify_with='["nope"]'), r".*verify_with must list other targets"),
+    "verify_with_not_list": (_table(verify_with='"fake"'), r".*verify_with must list other targets"),
+    "reviewers_no_at": (
+        _table(reviewers='["alice"]'),
+        r"manifest PATH: \[targets.fake\] reviewers must be a list of @handles",
+    ),
+    "reviewers_not_list": (_table(reviewers='"@alice"'), r".*reviewers must be a list of @handles"),
+    "reviewers_not_text": (_table(reviewers="[1]"), r".*reviewers must be a list of @handles"),
+    "upstream_tests_not_py": (
+        _table(upstream_tests='["tests/data.json"]'),
+        r"manifest PATH: \[targets.fake\] upstream_tests must list relative .py files \(tests/...\)",
+    ),
+    "upstream_tests_absolute": (
+        _table(upstream_tests='["/tests/test_x.py"]'),
+        r".*upstream_tests must list relative .py files \(tests/...\)",
+    ),
+    "upstream_tests_dotdot": (
+        _table(upstream_tests='["tests/../x/test_x.py"]'),
+        r".*upstream_tests must list relative .py files \(tests/...\)",
+    ),
+    "upstream_tests_not_text": (
+        _table(upstream_tests="[1]"),
+        r".*upstream_tests must list relative .py files \(tests/...\)",
+    ),
+    "upstream_tests_not_list": (
+        _table(upstream_tests='"tests/test_x.py"'),
+        r".*upstream_tests must list relative .py files \(tests/...\)",
+    ),
+    "depends_not_table": (
+        _table(depends="[1]"),
+        r"manifest PATH: \[targets.fake.depends\] must be a table of patch = \[earlier patches\]",
+    ),
+    "depends_unknown_patch": (
+        _table() + f'[targets.fake.depends]\n"0009-x.patch" = ["{P1}"]\n',
+        r"manifest PATH: \[targets.fake.depends\]: '0009-x.patch' is not in the patches list",
+    ),
+    "depends_not_list": (
+        _table() + f'[targets.fake.depends]\n"{P2}" = "{P1}"\n',
+        rf"manifest PATH: \[targets.fake.depends\]: '{P2}' must map to a list of patch file names",
+    ),
+    "depends_not_text": (
+        _table() + f'[targets.fake.depends]\n"{P2}" = [1]\n',
+        rf".*'{P2}' must map to a list of patch file names",
+    ),
+    "depends_needs_unknown": (
+        _table() + f'[targets.fake.depends]\n"{P2}" = ["0009-x.patch"]\n',
+        rf"manifest PATH: \[targets.fake.depends\]: '{P2}' needs '0009-x.patch', which is not in the patches list",
+    ),
+    "depends_needs_later": (
+        _table() + f'[targets.fake.depends]\n"{P2}" = ["{P3}"]\n',
+        rf"manifest PATH: \[targets.fake.depends\]: '{P2}' needs '{P3}', which does not come before it",
+    ),
+    "depends_needs_itself": (
+        _table() + f'[targets.fake.depends]\n"{P2}" = ["{P2}"]\n',
+        rf".*'{P2}' needs '{P2}', which does not come before it",
+    ),
+    "depends_twice": (
+        _table() + f'[targets.fake.depends]\n"{P3}" = ["{P1}", "{P1}"]\n',
+        rf"manifest PATH: \[targets.fake.depends\]: '{P3}' lists a patch twice",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_every_validation_message(tmp_path, case):
+    text, expected = BAD[case]
+    message = _error(tmp_path, text)
+    assert re.fullmatch(expected, message), message
+
+
+def test_a_missing_manifest(tmp_path):
+    with pytest.raises(SeriesError, match=r"^manifest .*nope\.toml does not exist$"):
+        manifest.load(tmp_path / "nope.toml")
+
+
+def test_a_manifest_that_is_not_utf8(tmp_path):
+    path = tmp_path / "series.toml"
+    path.write_bytes(b'title = "\xff"\n')
+    with pytest.raises(SeriesError, match=r"is not valid TOML: .*codec"):
+        manifest.load(path)
+
+
+def test_the_first_bad_target_is_named(tmp_path):
+    text = _table("good") + "\n" + _table("bad", sha256='"x"')
+    assert "[targets.bad] sha256" in _error(tmp_path, text)
+
+
+def test_a_tests_prefix_may_hold_dots_in_names(tmp_path):
+    target = _load(tmp_path, _table(tests='"tests/..hidden/"', upstream_tests='["tests/x..y/test_a.py"]'))
+    assert target.targets["fake"].tests == "tests/..hidden/"
+
+
+def test_target_lookup(tmp_path):
+    loaded = _load(tmp_path, _table("a") + "\n" + _table("b"))
+    assert loaded.target("b").name == "b"
+    assert [t.name for t in loaded.select()] == ["a", "b"]
+    assert [t.name for t in loaded.select("b")] == ["b"]
+    assert loaded.default_target().name == "a" and loaded.default_target("b").name == "b"
+    with pytest.raises(SeriesError, match=r"^unknown target 'c' \(targets in series\.toml: a, b\)$"):
+        loaded.select("c")
+    with pytest.raises(SeriesError, match=r"^unknown target 'c' \(targets in series\.toml: none\)$"):
+        manifest.Manifest(path=tmp_path / "series.toml", targets={}).target("c")
+    with pytest.raises(SeriesError, match=r"series\.toml declares no targets$"):
+        manifest.Manifest(path=tmp_path / "series.toml", targets={}).default_target()
+
+
+def test_depends_on_follows_the_chain_in_series_order(tmp_path):
+    p4 = "0004-four.patch"
+    text = _table(names=(P1, P2, P3, p4))
+    text += f'[targets.fake.depends]\n"{p4}" = ["{P3}"]\n"{P3}" = ["{P1}"]\n"{P2}" = ["{P1}"]\n'
+    target = _load(tmp_path, text).targets["fake"]
+    assert target.depends_on(p4) == [P1, P3]
+    assert target.depends_on(P2) == [P1]
+    assert target.depends_on(P1) == []
+
+
+def test_check_patch_files(tmp_path):
+    target = _load(tmp_path, _table(names=(P1, P2))).targets["fake"]
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / P1).write_text("x", encoding="utf-8")
+    with pytest.raises(SeriesError) as info:
+        manifest.check_patch_files(target)
+    assert str(info.value) == f"patch {P2} of fake is listed but {tmp_path / 'fake' / P2} is missing"
+    (tmp_path / "fake" / P2).write_text("x", encoding="utf-8")
+    manifest.check_patch_files(target)
+
+
+def test_find_patch(tmp_path):
+    target = _load(tmp_path, _table()).targets["fake"]
+    assert manifest.find_patch(target, P2) == P2
+    assert manifest.find_patch(target, "0002-two") == P2
+    assert manifest.find_patch(target, "0003") == P3
+    with pytest.raises(SeriesError) as info:
+        manifest.find_patch(target, "0004")
+    assert str(info.value) == f"unknown patch '0004' for fake (patches: {P1}, {P2}, {P3})"
+    target.patches = []
+    with pytest.raises(SeriesError, match=r"\(patches: none\)$"):
+        manifest.find_patch(target, "0001")
+
+
+MANIFEST = textwrap.dedent(
+    f"""\
+    # the series
+    [targets.first]
+    package = "fakepkg"   # a comment
+    version = "1.0"
+    sha256 = "{SHA}"
+    git_url = "https://example.invalid/x.git"
+    tests = "tests/"
+    patches = [
+        "{P1}",
+    ]
+    reviewers = ["@a"]
+
+    [targets.first.depends]
+
+    [targets.second]
+    package = "other"
+    version = "1.0"
+    sha256 = "{SHA}"
+    git_url = "https://example.invalid/y.git"
+    tests = "tests/"
+    patches = ["{P1}"]
+    """
+)
+
+
+def test_rewrite_patch_list_changes_that_list_only(tmp_path):
+    path = tmp_path / "series.toml"
+    path.write_text(MANIFEST, encoding="utf-8")
+    loaded = manifest.load(path)
+    assert manifest.rewrite_patch_list(loaded, "first", [P1, P2]) is True
+    expected = MANIFEST.replace(f'patches = [\n    "{P1}",\n]', f'patches = [\n    "{P1}",\n    "{P2}",\n]')
+    assert path.read_text(encoding="utf-8") == expected
+    assert loaded.targets["first"].patches == [P1, P2]
+    assert manifest.load(path).targets["second"].patches == [P1]
+    assert manifest.rewrite_patch_list(loaded, "first", [P1, P2]) is False
+    assert manifest.rewrite_patch_list(loaded, "second", []) is True
+    assert path.read_text(encoding="utf-8") == expected.replace(f'patches = ["{P1}"]', "patches = []")
+    assert loaded.targets["second"].patches == []
+
+
+def test_rewrite_patch_list_errors_leave_the_file_alone(tmp_path):
+    path = tmp_path / "series.toml"
+    path.write_text(MANIFEST, encoding="utf-8")
+    loaded = manifest.load(path)
+    with pytest.raises(SeriesError, match=r"series\.toml: cannot find \[targets\.third\]$"):
+        manifest.rewrite_patch_list(loaded, "third", [P1])
+    path.write_text(MANIFEST.replace(f'patches = ["{P1}"]', f'patches=\t["{P1}"]  '), encoding="utf-8")
+    manifest.rewrite_patch_list(manifest.load(path), "second", [P2])
+    assert f'patches = [\n    "{P2}",\n]  \n' in path.read_text(encoding="utf-8")
+    # a list written as an inline table value of another key is not the patches list
+    text = MANIFEST.replace(f'patches = ["{P1}"]\n', f'other = {{ patches = ["{P1}"] }}\n')
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SeriesError, match=r"cannot find the patches list of \[targets\.second\]$"):
+        manifest.rewrite_patch_list(loaded, "second", [P1])
+    assert path.read_text(encoding="utf-8") == text
+    # nor is the list of the next target, wherever it is in the file
+    text = MANIFEST.replace(f'patches = [\n    "{P1}",\n]\n', "") + "# " + "-" * 400 + "\n"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SeriesError, match=r"cannot find the patches list of \[targets\.first\]$"):
+        manifest.rewrite_patch_list(loaded, "first", [P2])
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_rewrite_patch_list_with_a_bracket_in_a_comment_is_refused_not_half_written(tmp_path):
+    path = tmp_path / "series.toml"
+    text = MANIFEST.replace(f'    "{P1}",\n]', f'    "{P1}",  # see [1]\n]')
+    path.write_text(text, encoding="utf-8")
+    loaded = manifest.load(path)
+    with pytest.raises(SeriesError, match=r"rewriting the patches list of first went wrong$"):
+        manifest.rewrite_patch_list(loaded, "first", [P1, P2])
+    assert path.read_text(encoding="utf-8") == text
+    assert loaded.targets["first"].patches == [P1]

@@ -1,0 +1,143 @@
+"""reports.py: the last report per target, and which earlier results a `--patch` run keeps."""
+
+import copy
+import json
+
+import pytest
+from seriestool import reports
+from seriestool.statuses import Verdict
+
+
+def _patch(name, verdict, target="fake", sha="s", **extra):
+    return {"name": name, "target": target, "verdict": verdict, "sha256": f"{sha}-{name}", **extra}
+
+
+def _report(patches, *, commit="c1", date="2026-01-01T00:00:00Z", targets=("fake",), **extra):
+    report = {
+        "schema_version": 2,
+        "ok": True,
+        "date": date,
+        "device": "cpu",
+        "python": "/venv/bin/python",
+        "tools": {"torch": "2.13.0"},
+        "targets": [{"name": name, "base": {"spec": "sdist", "commit": commit}} for name in targets],
+        "patches": patches,
+        "upstream_tests": [],
+    }
+    report.update(extra)
+    return report
+
+
+FULL = [_patch("0001-a.patch", Verdict.OK), _patch("0002-b.patch", Verdict.FAIL), _patch("0003-c.patch", Verdict.OK)]
+ONLY_2 = [
+    _patch("0001-a.patch", Verdict.NOT_CHECKED),
+    _patch("0002-b.patch", Verdict.OK),
+    _patch("0003-c.patch", Verdict.NOT_CHECKED),
+]
+
+
+def _save(tmp_path, report):
+    reports.save_last(tmp_path, copy.deepcopy(report))
+    return reports.load_last(tmp_path, "fake")
+
+
+def test_save_and_load(tmp_path):
+    saved = _save(tmp_path, _report(FULL))
+    assert reports.last_path(tmp_path, "fake") == tmp_path / "reports" / "verify-fake.json"
+    assert saved == dict(_report(FULL), ok=False)
+    assert [p.name for p in (tmp_path / "reports").iterdir()] == ["verify-fake.json"]
+    assert reports.load_last(tmp_path, "other") is None
+    reports.last_path(tmp_path, "broken").write_text("{", encoding="utf-8")
+    assert reports.load_last(tmp_path, "broken") is None
+
+
+def test_one_file_per_target_with_its_own_results_and_verdict(tmp_path):
+    patches = [_patch("0001-a.patch", Verdict.OK), _patch("0001-x.patch", Verdict.FAIL, target="other")]
+    upstream = [{"target": "fake", "ok": True}, {"target": "other", "ok": True}]
+    reports.save_last(tmp_path, _report(patches, targets=("fake", "other"), upstream_tests=upstream))
+    fake, other = reports.load_last(tmp_path, "fake"), reports.load_last(tmp_path, "other")
+    assert [t["name"] for t in fake["targets"]] == ["fake"] and [t["name"] for t in other["targets"]] == ["other"]
+    assert [p["name"] for p in fake["patches"]] == ["0001-a.patch"] and fake["ok"] is True
+    assert [p["name"] for p in other["patches"]] == ["0001-x.patch"] and other["ok"] is False
+    assert fake["upstream_tests"] == [upstream[0]] and other["upstream_tests"] == [upstream[1]]
+
+
+def test_a_failed_upstream_tests_run_fails_the_report(tmp_path):
+    saved = _save(tmp_path, _report(FULL[:1], upstream_tests=[{"target": "fake", "ok": False}]))
+    assert saved["ok"] is False
+
+
+def test_upstream_and_not_checked_verdicts_pass(tmp_path):
+    saved = _save(tmp_path, _report([_patch("0001-a.patch", Verdict.UPSTREAM), _patch("0002-b.patch", Verdict.OK)]))
+    assert saved["ok"] is True
+    assert _save(tmp_path / "x", _report([_patch("0001-a.patch", Verdict.NOT_CHECKED)]))["ok"] is True
+
+
+def test_a_patch_run_keeps_the_checked_results_of_the_others(tmp_path):
+    _save(tmp_path, _report(FULL, date="2026-01-01T00:00:00Z"))
+    saved = _save(tmp_path, _report(ONLY_2, date="2026-01-02T00:00:00Z"))
+    assert [p["verdict"] for p in saved["patches"]] == [Verdict.OK, Verdict.OK, Verdict.OK]
+    assert saved["patches"][0] == dict(FULL[0], checked_at="2026-01-01T00:00:00Z")
+    assert saved["patches"][1] == ONLY_2[1]
+    assert saved["ok"] is True and saved["date"] == "2026-01-02T00:00:00Z"
+    # A result kept twice keeps the date it was checked.
+    again = _save(tmp_path, _report(ONLY_2, date="2026-01-03T00:00:00Z"))
+    assert again["patches"][0]["checked_at"] == "2026-01-01T00:00:00Z"
+
+
+def test_a_run_that_checked_none_keeps_all_earlier_results(tmp_path):
+    _save(tmp_path, _report(FULL))
+    none = [_patch(p["name"], Verdict.NOT_CHECKED) for p in FULL]
+    saved = _save(tmp_path, _report(none))
+    assert [p["verdict"] for p in saved["patches"]] == [p["verdict"] for p in FULL] and saved["ok"] is False
+
+
+def test_an_earlier_result_that_was_not_checked_either_is_not_taken(tmp_path):
+    _save(tmp_path, _report(ONLY_2))
+    saved = _save(tmp_path, _report(ONLY_2))
+    assert saved["patches"] == ONLY_2
+
+
+def test_a_full_run_takes_nothing_from_the_earlier_report(tmp_path):
+    _save(tmp_path, _report(FULL))
+    new = [_patch("0001-a.patch", Verdict.FAIL), _patch("0002-b.patch", Verdict.OK)]
+    assert _save(tmp_path, _report(new))["patches"] == new
+
+
+OTHER_SETUP = {
+    "base": {"commit": "c2"},  # results saved for one base are not merged into a report for another
+    "device": {"device": "cuda"},
+    "python": {"python": "/other/bin/python"},
+    "tools": {"tools": {"torch": "2.14.0"}},
+    "schema": {"schema_version": 3},
+}
+
+
+@pytest.mark.parametrize("change", sorted(OTHER_SETUP))
+def test_results_of_another_setup_are_not_kept(tmp_path, change):
+    _save(tmp_path, _report(FULL))
+    saved = _save(tmp_path, _report(ONLY_2, **OTHER_SETUP[change]))
+    assert saved["patches"] == ONLY_2
+
+
+def test_results_for_an_unknown_base_are_not_kept(tmp_path):
+    for old in (_report(FULL, targets=()), _report(FULL, commit=None)):
+        reports.last_path(tmp_path, "fake").parent.mkdir(parents=True, exist_ok=True)
+        reports.last_path(tmp_path, "fake").write_text(json.dumps(old), encoding="utf-8")
+        assert _save(tmp_path, _report(ONLY_2, commit=None))["patches"] == ONLY_2
+
+
+def test_a_result_is_kept_only_while_it_and_the_patches_before_it_are_the_same_files(tmp_path):
+    _save(tmp_path, _report(FULL))
+    changed_first = [_patch("0001-a.patch", Verdict.NOT_CHECKED, sha="new"), *ONLY_2[1:]]
+    assert _save(tmp_path, _report(changed_first))["patches"] == changed_first
+
+    _save(tmp_path, _report(FULL))
+    changed_second = [ONLY_2[0], _patch("0002-b.patch", Verdict.OK, sha="new"), ONLY_2[2]]
+    saved = _save(tmp_path, _report(changed_second))
+    assert [p["verdict"] for p in saved["patches"]] == [Verdict.OK, Verdict.OK, Verdict.NOT_CHECKED]
+
+    _save(tmp_path, _report(FULL))
+    inserted = [ONLY_2[0], _patch("0002-new.patch", Verdict.OK), *ONLY_2[1:]]
+    saved = _save(tmp_path, _report(inserted))
+    assert [p["verdict"] for p in saved["patches"]] == [Verdict.OK] * 3 + [Verdict.NOT_CHECKED]

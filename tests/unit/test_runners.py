@@ -1,0 +1,176 @@
+"""runners.py: how a pytest run is classified (red, green, error, ...), with a fake interpreter that writes a given
+JUnit file and exits with a given code; the environment it gets; a run stopped at its time limit."""
+
+import os
+import stat
+
+import pytest
+from seriestool import runners
+from seriestool.statuses import RunStatus
+
+from .conftest import commit
+
+
+FAKE = """\
+#!/bin/sh
+for arg in "$@"; do
+  case "$arg" in --junitxml=*) [ -n "$FAKE_JUNIT" ] && cp "$FAKE_JUNIT" "${arg#--junitxml=}";; esac
+done
+echo "args: $*"
+echo "PYTHONPATH=$PYTHONPATH"
+echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}"
+echo "PYTEST_ADDOPTS=${PYTEST_ADDOPTS-unset}"
+echo "EXTRA=${EXTRA-unset}"
+echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE-unset}"
+[ -n "$FAKE_SLEEP" ] && sleep "$FAKE_SLEEP"
+exit "$FAKE_CODE"
+"""
+
+
+def case(name, outcome=None, message=""):
+    inner = f'<{outcome} message="{message}"/>' if outcome else ""
+    return f'<testcase classname="tests.test_a" name="{name}">{inner}</testcase>'
+
+
+def junit(*cases):
+    return f"<testsuites><testsuite>{''.join(cases)}</testsuite></testsuites>"
+
+
+PASS = case("test_pass")
+FAIL = case("test_fail", "failure", "AssertionError: assert 1 == 2")
+IMPORT = case("test_import", "failure", "ModuleNotFoundError: No module named 'x'")
+IMPORT_ERROR = case("test_import2", "failure", "ImportError: cannot import name 'y'")
+ERROR = case("test_error", "error", "failed on setup with ValueError")
+SKIP = case("test_skip", "skipped", "needs a GPU")
+
+
+@pytest.fixture
+def fake(tmp_path, repo, monkeypatch):
+    """Runs run_pytest with the fake interpreter; returns the PytestRun."""
+    python = tmp_path / "python"
+    python.write_text(FAKE, encoding="utf-8")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    commit(repo, {"src/pkg/__init__.py": ""})
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x")
+
+    def run(code, xml=None, *, expect=RunStatus.RED, timeout=60, **kwargs):
+        junit_file = tmp_path / "given.xml"
+        if xml is None:
+            junit_file.unlink(missing_ok=True)
+        else:
+            junit_file.write_text(xml, encoding="utf-8")
+        monkeypatch.setenv("FAKE_JUNIT", str(junit_file) if xml is not None else "")
+        monkeypatch.setenv("FAKE_CODE", str(code))
+        options = {"device": "cpu", "extra_paths": (), "extra_env": None}
+        options.update(kwargs)
+        return runners.run_pytest(
+            python=python,
+            repo_dir=repo.path,
+            source_dir="src",
+            files=["tests/test_a.py"],
+            log_stem=tmp_path / "run",
+            timeout=timeout,
+            expect=expect,
+            **options,
+        )
+
+    return run
+
+
+RED_RUNS = {
+    "assertion_failures": (1, [FAIL, PASS], RunStatus.RED),
+    "failures_and_an_import_error": (1, [FAIL, IMPORT], RunStatus.RED),
+    "only_import_errors": (1, [IMPORT, IMPORT_ERROR], RunStatus.IMPORT_ONLY),
+    # Errors (in setup, in collection) are neither red nor "passes without the fix": no false green.
+    "only_errors": (1, [ERROR, PASS], RunStatus.ERROR),
+    "all_pass": (0, [PASS, SKIP], RunStatus.NOT_RED),
+    "all_skipped": (0, [SKIP], RunStatus.SKIPPED),
+    "nothing_collected": (5, [], RunStatus.NO_TESTS),
+    "usage_error": (4, None, RunStatus.ERROR),
+    "collection_error": (2, [ERROR], RunStatus.ERROR),
+    "interrupted": (1, None, RunStatus.ERROR),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_RUNS))
+def test_a_red_run(fake, name):
+    code, cases, status = RED_RUNS[name]
+    run = fake(code, None if cases is None else junit(*cases))
+    assert (run.status, run.exit_code) == (status, code)
+    assert bool(run.output_tail) is (status != RunStatus.RED)
+
+
+GREEN_RUNS = {
+    "all_pass": (0, [PASS, SKIP], RunStatus.GREEN),
+    "all_skipped": (0, [SKIP], RunStatus.GREEN),
+    "a_failure": (1, [FAIL, PASS], RunStatus.FAILED),
+    "only_errors": (1, [ERROR], RunStatus.FAILED),
+    "nothing_collected": (5, [], RunStatus.NO_TESTS),
+    "collection_error": (2, [ERROR], RunStatus.ERROR),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GREEN_RUNS))
+def test_a_green_run(fake, name):
+    code, cases, status = GREEN_RUNS[name]
+    run = fake(code, junit(*cases), expect=RunStatus.GREEN)
+    assert run.status == status
+    assert bool(run.output_tail) is (status != RunStatus.GREEN)
+
+
+def test_the_counts_and_the_failing_tests(fake):
+    run = fake(1, junit(FAIL, ERROR, PASS, SKIP, IMPORT, case("collect", "error")))
+    assert (run.passed, run.failed, run.errors, run.skipped, run.total) == (1, 2, 2, 1, 6)
+    assert run.failing == [
+        "tests.test_a::test_fail",
+        "tests.test_a::test_error",
+        "tests.test_a::test_import",
+        "tests.test_a::collect",
+    ]
+    assert run.log.endswith("run.log") and run.duration_s >= 0
+
+
+def test_a_collection_error_is_named_by_its_file(fake):
+    run = fake(2, junit('<testcase classname="" name="tests.test_b"><error message="ImportError"/></testcase>'))
+    assert (run.status, run.errors, run.failing) == (RunStatus.ERROR, 1, ["tests.test_b"])
+
+
+def test_the_environment_of_the_run(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # bytecode is kept in the checkouts: see drop_stale_bytecode
+    run = fake(0, junit(PASS), extra_paths=[tmp_path / "companion"], extra_env={"EXTRA": "yes"})
+    log = open(run.log, encoding="utf-8").read()
+    assert f"PYTHONPATH={tmp_path / 'repo' / 'src'}{os.pathsep}{tmp_path / 'companion'}\n" in log
+    assert "CUDA_VISIBLE_DEVICES=\n" in log and "PYTEST_ADDOPTS=unset\n" in log and "EXTRA=yes\n" in log
+    assert "PYTHONDONTWRITEBYTECODE=unset\n" in log
+    assert f"args: -m pytest -p no:cacheprovider -rfE --junitxml={tmp_path / 'run.xml'} tests/test_a.py\n" in log
+    run = fake(0, junit(PASS), device="cuda")
+    assert "CUDA_VISIBLE_DEVICES=unset\n" in open(run.log, encoding="utf-8").read()
+
+
+def test_stale_bytecode_is_dropped_before_a_run(fake, repo):
+    pyc = repo.path / "src" / "pkg" / "__pycache__" / "__init__.cpython-311.pyc"
+    pyc.parent.mkdir()
+    pyc.write_bytes(b"stale")
+    fake(0, junit(PASS))
+    assert not pyc.exists()  # nothing recorded about this checkout yet: all of its bytecode may be stale
+
+
+def test_an_old_junit_file_is_not_read_again(fake, tmp_path):
+    fake(1, junit(FAIL))
+    run = fake(1, None)
+    assert (run.status, run.total, run.failing) == (RunStatus.ERROR, 0, [])
+
+
+def test_a_run_past_its_time_limit_is_stopped(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_SLEEP", "30")
+    run = fake(0, junit(PASS), timeout=0.5)
+    assert (run.status, run.exit_code) == (RunStatus.TIMEOUT, None)
+    assert run.duration_s < 10 and "args:" in run.output_tail
+
+
+def test_the_tail_of_a_log(tmp_path):
+    log = tmp_path / "log"
+    log.write_text("".join(f"line {n}\n" for n in range(100)), encoding="utf-8")
+    assert runners._tail(log, lines=3) == "line 97\nline 98\nline 99"
+    assert runners._tail(log).splitlines()[0] == "line 60"
+    assert runners._tail(tmp_path / "missing") == ""
