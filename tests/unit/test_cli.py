@@ -44,7 +44,7 @@ def test_the_top_help_lists_every_command_with_its_help_line(capsys, monkeypatch
         ([], "the following arguments are required: COMMAND"),
         (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate'"),
         (["verify", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
-        (["verify", "--test-timeout", "soon"], "argument --test-timeout: invalid int value: 'soon'"),
+        (["verify", "--test-timeout", "soon"], "argument --test-timeout: 'soon' is not a whole number of seconds"),
     ],
 )
 def test_usage_errors_are_one_line(capsys, argv, message):

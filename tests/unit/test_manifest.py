@@ -77,7 +77,11 @@ def test_values_are_read_as_text(tmp_path):
 
 BAD = {
     "not_toml": ("[targets.fake\n", r"manifest PATH is not valid TOML: .+"),
-    "no_targets": ('title = "x"\n', r"manifest PATH has no \[targets.<name>\] tables"),
+    "no_targets": ("schema = 1\n", r"manifest PATH has no \[targets.<name>\] tables"),
+    "unknown_top_key": (
+        'title = "x"\n',
+        r"manifest PATH: the top level has an unknown key 'title' \(known: schema, targets\)",
+    ),
     "empty_targets": ("[targets]\n", r"manifest PATH has no \[targets.<name>\] tables"),
     "targets_not_a_table": ("targets = 3\n", r"manifest PATH has no \[targets.<name>\] tables"),
     "lacks_keys": (_table(drop=("sha256", "tests")), r"manifest PATH: \[targets.fake\] lacks sha256, tests"),

@@ -343,6 +343,7 @@ NOT_FIXED = {
     RunStatus.NO_TESTS: "its tests are no-tests",
     RunStatus.FAILED: "its tests are failed",
     RunStatus.GREEN: "its tests are green",
+    RunStatus.FLAKY: "its tests are flaky",  # a red stage runs once; a flaky result is still not a pass
 }
 
 

@@ -132,6 +132,9 @@ def test_defaults():
         "log": None,
         "output_tail": "",
         "cached": False,
+        "runs": 1,
+        "run_statuses": [],
+        "flaky": [],
     }
     res = PatchResult(name="n", target="t", index=1)
     assert (res.applies, res.applies_alone, res.checked, res.verdict, res.base_status) == (
@@ -209,4 +212,4 @@ def test_to_json():
     assert _result(verdict=Verdict.FAIL, red=None, green=None, style=None).to_json()["ok"] is False
     empty = _result(red=None, green=None, style=None).to_json()
     assert (empty["red"], empty["green"], empty["style"]) == (None, None, None)
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
