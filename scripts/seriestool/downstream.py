@@ -403,9 +403,19 @@ class Runner:
         self.on_outcome = lambda point, name: None  # called as each outcome comes
 
     def _key(self, point, name):
+        """The outcome's key in the cache, or None (no cache, or an interpreter that cannot be asked: no reuse)."""
+        if self.cache is None:
+            return None
         layer = self.catalogue[name]["layer"]
         trees = {target: tree or "venv" for target, tree in point.trees.items()}
-        return self.cache.key(trees=dict(trees, layer=layer), expect="outcome", files=[name], source_dir="downstream")
+        return self.cache.key(
+            trees=dict(trees, layer=layer),
+            expect="outcome",
+            files=[name],
+            source_dir="downstream",
+            python=self.python,
+            device="cpu",
+        )
 
     def get(self, point, name):
         return self.outcomes.get((point.index, name))
@@ -418,7 +428,8 @@ class Runner:
                 continue
             log_path = self.logs / point.label.replace(" ", "-") / f"{_safe(name)}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            stored = self.cache.get(self._key(point, name), log_path) if self.cache else None
+            key = self._key(point, name)
+            stored = self.cache.get(key, log_path) if key is not None else None
             if stored is not None:
                 self.outcomes[(point.index, name)] = stored
                 self.reused += 1
@@ -500,8 +511,8 @@ class Runner:
             if problem:
                 outcome = {"name": name, "crashed": problem, "log": str(log_path)}
                 self.failures.append(dict(outcome, point=point.label))
-            elif self.cache is not None:
-                self.cache.put(self._key(point, name), outcome)
+            elif (key := self._key(point, name)) is not None:
+                self.cache.put(key, outcome)
         for other_point, other in group["also"]:
             if other == name:
                 self.outcomes[(other_point.index, name)] = outcome
