@@ -341,10 +341,11 @@ def sft_ga_remainder(kit: Kit) -> Train:
     return sft(kit, data, gradient_accumulation_steps=2, num_train_epochs=2)
 
 
-def prompt_completion(rng: random.Random, count: int) -> dict[str, list[Messages]]:
+def prompt_completion(rng: random.Random, prompt_words: Iterable[int]) -> dict[str, list[Messages]]:
+    """Conversational prompt/completion pairs: a prompt of each count of words, a completion of 3 words."""
     prompts, completions = [], []
-    for _ in range(count):
-        prompts.append([{"role": "user", "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 6)))}])
+    for count in prompt_words:
+        prompts.append([{"role": "user", "content": " ".join(rng.choice(WORDS) for _ in range(count))}])
         completions.append([{"role": "assistant", "content": " ".join(rng.choice(WORDS) for _ in range(3))}])
     return {"prompt": prompts, "completion": completions}
 
@@ -356,9 +357,34 @@ def sft_prompt_completion(kit: Kit) -> Train:
     # conversational prompt/completion pairs through the chat template; the prompt tokens are masked; evaluated
     # before training and after each epoch
     rng = kit.rng()
-    data, held_out = Dataset.from_dict(prompt_completion(rng, 8)), Dataset.from_dict(prompt_completion(rng, 4))
+    data = Dataset.from_dict(prompt_completion(rng, (rng.randint(3, 6) for _ in range(8))))
+    held_out = Dataset.from_dict(prompt_completion(rng, (rng.randint(3, 6) for _ in range(4))))
     options = {"gradient_accumulation_steps": 2, "num_train_epochs": 2, "eval_strategy": "epoch"}
     return sft(kit, data, eval_dataset=held_out, eval_on_start=True, **options)
+
+
+def sft_truncated(kit: Kit) -> Train:
+    from datasets import Dataset
+
+    # Prompt-masked SFT whose `max_length` cuts the completion off long prompts. TRL drops the samples that
+    # its truncation leaves without targets, but not when it packs: BFD packing truncates each sample itself,
+    # after that filter. A prompt of w words is w + 3 tokens and a completion 4, so with `max_length=12` a
+    # prompt of 5 words keeps its whole completion and one of 9 or more is cut to a packed row of 12 prompt
+    # tokens alone, every label -100. The rows come longest first; read in that order in windows of 2 rows
+    # they are [targets, none], [none, none], [11 tokens, 10 tokens]: one log over the three windows, the
+    # middle one without targets. The eval set packs into 3 batches of one row, the middle one without
+    # targets, evaluated after the epoch.
+    rng = kit.rng()
+    data = Dataset.from_dict(prompt_completion(rng, [5, 10, 9, 14, 4, 3]))
+    held_out = Dataset.from_dict(prompt_completion(rng, [5, 12, 4]))
+    options: dict[str, Any] = {"per_device_train_batch_size": 1, "per_device_eval_batch_size": 1}
+    options.update(gradient_accumulation_steps=2, max_length=12, packing=True, logging_steps=3)
+    options.update(train_sampling_strategy="sequential", eval_strategy="epoch", num_train_epochs=1)
+    return sft(kit, data, eval_dataset=held_out, **options)
+
+
+scenario("trl/sft-truncated", "trl")(sft_truncated)
+scenario(f"trl-{OLD_TRL}/sft-truncated", "trl", layer=f"trl-{OLD_TRL}")(sft_truncated)
 
 
 @scenario("trl/sft-stream", "trl", fp16=(FUSED,))
