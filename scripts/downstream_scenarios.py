@@ -26,6 +26,8 @@ chosen training forward (all gradients of that micro-batch become inf or NaN, th
 too), with fused and non-fused AdamW.
 """
 
+from __future__ import annotations
+
 import argparse
 import hashlib
 import json
@@ -36,6 +38,16 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+
+if TYPE_CHECKING:  # the third-party packages are imported where a scenario needs them
+    from datasets import Dataset, IterableDataset
+    from peft import PeftConfig
+    from sentence_transformers import SentenceTransformer
+    from torch import nn
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast, Trainer
 
 
 OFFLINE = {
@@ -51,7 +63,7 @@ os.environ.update(OFFLINE)
 
 
 # Keys of a log entry that measure time, not training (`train_runtime`, `*_per_second`, TRL's `step_time`).
-def timing_key(key):
+def timing_key(key: str) -> bool:
     return key.endswith(("_runtime", "_per_second", "_time"))
 
 
@@ -80,6 +92,14 @@ CHAT_TEMPLATE = (
 )
 INIT_SCALE = 16.0  # the series' tests' scale: only the poisoned micro-batch overflows
 
+# What a scenario returns: the call that trains (`trainer.train`, or a function that calls it).
+Train = Callable[..., object]
+# One outcome, as the driver reads it (see `outcome`).
+Outcome = dict[str, Any]
+# A conversation: chat messages of `role` and `content`.
+Messages = list[dict[str, str]]
+T = TypeVar("T")
+
 
 # -- what every scenario shares ---------------------------------------------------------------------------
 
@@ -88,26 +108,26 @@ class Kit:
     """What a scenario builds its trainer with: a scratch folder, the tokenizer, tiny models and the arguments
     every run shares; `prepare` installs the event counter and, for an fp16 variant, the emulated fp16 path."""
 
-    def __init__(self, folder, fp16):
+    def __init__(self, folder: str, fp16: str | None) -> None:
         self.folder = folder
         self.fp16 = fp16  # None, or the optimizer of the fp16 variant
-        self.trainer = None
+        self.trainer: Trainer | None = None
         self.counts = dict.fromkeys(EVENTS, 0)
         self.training_forwards = 0
         self.poison_at = 3  # the training forward whose gradients become inf (fp16 variants)
-        self._tokenizer = None
+        self._tokenizer: PreTrainedTokenizerFast | None = None
 
-    def rng(self, seed=0):
+    def rng(self, seed: int = 0) -> random.Random:
         return random.Random(seed)
 
     @property
-    def tokenizer(self):
+    def tokenizer(self) -> PreTrainedTokenizerFast:
         if self._tokenizer is None:
             self._tokenizer = tokenizer()
         return self._tokenizer
 
-    def args(self, config_class, **kwargs):
-        common = {
+    def args(self, config_class: Callable[..., T], **kwargs: Any) -> T:
+        common: dict[str, Any] = {
             "output_dir": os.path.join(self.folder, "output"),
             "report_to": "none",
             "save_strategy": "no",
@@ -124,32 +144,28 @@ class Kit:
             common.update(fp16=True, bf16=False, optim=self.fp16)
         return config_class(**common)
 
-    def prepare(self, trainer):
-        """Count the events of `trainer`, and emulate the fp16 path for an fp16 variant; returns it."""
+    def prepare(self, trainer: Trainer) -> Train:
+        """Count the events of `trainer`, and emulate the fp16 path for an fp16 variant; returns its `train`."""
         import torch
         from transformers import TrainerCallback
 
         kit = self
 
-        class Counter(TrainerCallback):
-            pass
-
-        def counting(event):
-            def count(self, args, state, control, **kwargs):
+        def counting(event: str) -> Callable[..., None]:
+            def count(self: TrainerCallback, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 kit.counts[event] += 1
 
             return count
 
-        for event in EVENTS:
-            setattr(Counter, event, counting(event))
-        trainer.add_callback(Counter())
+        counter = type("Counter", (TrainerCallback,), {event: counting(event) for event in EVENTS})
+        trainer.add_callback(counter())
         self.trainer = trainer
         if self.fp16:
             trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=INIT_SCALE)
             trainer.accelerator.native_amp = True
             compute_loss = trainer.compute_loss
 
-            def poisoned(model, inputs, *args, **kwargs):
+            def poisoned(model: nn.Module, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
                 out = compute_loss(model, inputs, *args, **kwargs)
                 if model.training and torch.is_grad_enabled():
                     kit.training_forwards += 1
@@ -159,10 +175,11 @@ class Kit:
                 return out
 
             trainer.compute_loss = poisoned
-        return trainer
+        train: Train = trainer.train
+        return train
 
 
-def tokenizer(bert=False):
+def tokenizer(bert: bool = False) -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -189,7 +206,7 @@ def tokenizer(bert=False):
     return fast
 
 
-def qwen2(tok, seed=0, *, classifier=False):
+def qwen2(tok: PreTrainedTokenizerFast, seed: int = 0, *, classifier: bool = False) -> PreTrainedModel:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification
 
@@ -211,7 +228,7 @@ def qwen2(tok, seed=0, *, classifier=False):
     return (Qwen2ForSequenceClassification if classifier else Qwen2ForCausalLM)(config)
 
 
-def qwen2_folder(kit, seed=0):
+def qwen2_folder(kit: Kit, seed: int = 0) -> str:
     """The random tiny Qwen2 saved in the scratch folder: TRL builds the reference model of DPO and RLOO from
     the path it is given, and loads it from there (never from the Hub)."""
     path = os.path.join(kit.folder, "qwen2")
@@ -221,7 +238,7 @@ def qwen2_folder(kit, seed=0):
     return path
 
 
-def bert_folder(kit, seed=0):
+def bert_folder(kit: Kit, seed: int = 0) -> str:
     """A random tiny BERT and its tokenizer saved in the scratch folder (sentence-transformers loads from a path)."""
     import torch
     from transformers import BertConfig, BertModel
@@ -244,20 +261,34 @@ def bert_folder(kit, seed=0):
     return path
 
 
-def sentences(rng, count, low=3, high=7):
+def sentences(rng: random.Random, count: int, low: int = 3, high: int = 7) -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high))) for _ in range(count)]
 
 
 # -- the scenarios ----------------------------------------------------------------------------------------
 
-SCENARIOS = {}
+
+class Spec(TypedDict):
+    """A registered scenario (`--list` prints all but `func`)."""
+
+    name: str
+    package: str
+    layer: str | None  # the install layer first on the path, e.g. trl-1.14.2; None: the main install
+    func: Callable[[Kit], Train]
+    fp16: str | None  # the optimizer of an fp16 variant
 
 
-def scenario(name, package, *, layer=None, fp16=()):
+SCENARIOS: dict[str, Spec] = {}
+Scenario = Callable[[Kit], Train]
+
+
+def scenario(
+    name: str, package: str, *, layer: str | None = None, fp16: Sequence[str] = ()
+) -> Callable[[Scenario], Scenario]:
     """Register a scenario; `fp16` lists the optimizers of its fp16 variants, named `<name>-fp16-fused`
     (adamw_torch_fused) and `<name>-fp16-adamw` (adamw_torch)."""
 
-    def register(func):
+    def register(func: Scenario) -> Scenario:
         SCENARIOS[name] = {"name": name, "package": package, "layer": layer, "func": func, "fp16": None}
         for optim in fp16:
             variant = f"{name}-fp16-{'fused' if optim.endswith('fused') else 'adamw'}"
@@ -271,10 +302,17 @@ FUSED, ADAMW = "adamw_torch_fused", "adamw_torch"
 OLD_TRL = "1.14.2"
 
 
-def sft(kit, dataset, *, peft_config=None, eval_dataset=None, **kwargs):
+def sft(
+    kit: Kit,
+    dataset: Dataset | IterableDataset,
+    *,
+    peft_config: PeftConfig | None = None,
+    eval_dataset: Dataset | None = None,
+    **kwargs: Any,
+) -> Train:
     from trl import SFTConfig, SFTTrainer
 
-    options = {"per_device_train_batch_size": 2, "max_length": 24, "gradient_checkpointing": False}
+    options: dict[str, Any] = {"per_device_train_batch_size": 2, "max_length": 24, "gradient_checkpointing": False}
     options.update(kwargs)
     trainer = SFTTrainer(
         model=qwen2(kit.tokenizer),
@@ -284,18 +322,18 @@ def sft(kit, dataset, *, peft_config=None, eval_dataset=None, **kwargs):
         processing_class=kit.tokenizer,
         peft_config=peft_config,
     )
-    return kit.prepare(trainer).train
+    return kit.prepare(trainer)
 
 
 @scenario("trl/sft-text", "trl", fp16=(FUSED, ADAMW))
-def sft_text(kit):
+def sft_text(kit: Kit) -> Train:
     from datasets import Dataset
 
     return sft(kit, Dataset.from_dict({"text": sentences(kit.rng(), 8)}), num_train_epochs=2)
 
 
 @scenario("trl/sft-ga-remainder", "trl", fp16=(FUSED,))
-def sft_ga_remainder(kit):
+def sft_ga_remainder(kit: Kit) -> Train:
     from datasets import Dataset
 
     # 5 batches per epoch in windows of 2: the last window of each epoch has one batch
@@ -303,28 +341,54 @@ def sft_ga_remainder(kit):
     return sft(kit, data, gradient_accumulation_steps=2, num_train_epochs=2)
 
 
-def prompt_completion(rng, count):
+def prompt_completion(rng: random.Random, prompt_words: Iterable[int]) -> dict[str, list[Messages]]:
+    """Conversational prompt/completion pairs: a prompt of each count of words, a completion of 3 words."""
     prompts, completions = [], []
-    for _ in range(count):
-        prompts.append([{"role": "user", "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 6)))}])
+    for count in prompt_words:
+        prompts.append([{"role": "user", "content": " ".join(rng.choice(WORDS) for _ in range(count))}])
         completions.append([{"role": "assistant", "content": " ".join(rng.choice(WORDS) for _ in range(3))}])
     return {"prompt": prompts, "completion": completions}
 
 
 @scenario("trl/sft-prompt-completion", "trl")
-def sft_prompt_completion(kit):
+def sft_prompt_completion(kit: Kit) -> Train:
     from datasets import Dataset
 
     # conversational prompt/completion pairs through the chat template; the prompt tokens are masked; evaluated
     # before training and after each epoch
     rng = kit.rng()
-    data, held_out = Dataset.from_dict(prompt_completion(rng, 8)), Dataset.from_dict(prompt_completion(rng, 4))
+    data = Dataset.from_dict(prompt_completion(rng, (rng.randint(3, 6) for _ in range(8))))
+    held_out = Dataset.from_dict(prompt_completion(rng, (rng.randint(3, 6) for _ in range(4))))
     options = {"gradient_accumulation_steps": 2, "num_train_epochs": 2, "eval_strategy": "epoch"}
     return sft(kit, data, eval_dataset=held_out, eval_on_start=True, **options)
 
 
+def sft_truncated(kit: Kit) -> Train:
+    from datasets import Dataset
+
+    # Prompt-masked SFT whose `max_length` cuts the completion off long prompts. TRL drops the samples that
+    # its truncation leaves without targets, but not when it packs: BFD packing truncates each sample itself,
+    # after that filter. A prompt of w words is w + 3 tokens and a completion 4, so with `max_length=12` a
+    # prompt of 5 words keeps its whole completion and one of 9 or more is cut to a packed row of 12 prompt
+    # tokens alone, every label -100. The rows come longest first; read in that order in windows of 2 rows
+    # they are [targets, none], [none, none], [11 tokens, 10 tokens]: one log over the three windows, the
+    # middle one without targets. The eval set packs into 3 batches of one row, the middle one without
+    # targets, evaluated after the epoch.
+    rng = kit.rng()
+    data = Dataset.from_dict(prompt_completion(rng, [5, 10, 9, 14, 4, 3]))
+    held_out = Dataset.from_dict(prompt_completion(rng, [5, 12, 4]))
+    options: dict[str, Any] = {"per_device_train_batch_size": 1, "per_device_eval_batch_size": 1}
+    options.update(gradient_accumulation_steps=2, max_length=12, packing=True, logging_steps=3)
+    options.update(train_sampling_strategy="sequential", eval_strategy="epoch", num_train_epochs=1)
+    return sft(kit, data, eval_dataset=held_out, **options)
+
+
+scenario("trl/sft-truncated", "trl")(sft_truncated)
+scenario(f"trl-{OLD_TRL}/sft-truncated", "trl", layer=f"trl-{OLD_TRL}")(sft_truncated)
+
+
 @scenario("trl/sft-stream", "trl", fp16=(FUSED,))
-def sft_stream(kit):
+def sft_stream(kit: Kit) -> Train:
     from datasets import Dataset
 
     # a stream of 5 batches read in windows of 2 until max_steps: each pass ends with a short window
@@ -333,7 +397,7 @@ def sft_stream(kit):
 
 
 @scenario("trl/sft-stream-resume", "trl")
-def sft_stream_resume(kit):
+def sft_stream_resume(kit: Kit) -> Train:
     from datasets import Dataset
 
     # 8 steps over a 5-batch stream, saved at step 7 (in its second pass); a new trainer resumes there and
@@ -341,7 +405,7 @@ def sft_stream_resume(kit):
     texts = sentences(kit.rng(), 10)
     options = {"max_steps": 8, "save_strategy": "steps", "save_steps": 7, "save_only_model": False}
 
-    def train():
+    def train() -> None:
         sft(kit, Dataset.from_dict({"text": texts}).to_iterable_dataset(), **options)()
         kit.counts = dict.fromkeys(EVENTS, 0)
         resumed = sft(kit, Dataset.from_dict({"text": texts}).to_iterable_dataset(), **options)
@@ -351,7 +415,7 @@ def sft_stream_resume(kit):
 
 
 @scenario("trl/sft-lora", "peft")
-def sft_lora(kit):
+def sft_lora(kit: Kit) -> Train:
     from datasets import Dataset
     from peft import LoraConfig
 
@@ -360,7 +424,7 @@ def sft_lora(kit):
     return sft(kit, data, peft_config=config, gradient_accumulation_steps=2, num_train_epochs=2)
 
 
-def reward_len(completions, **kwargs):
+def reward_len(completions: Sequence[str | Messages], **kwargs: Any) -> list[float]:
     """Reward: how many of the completion's words are "yes" (a completion is a string or a message list)."""
     scores = []
     for completion in completions:
@@ -369,7 +433,7 @@ def reward_len(completions, **kwargs):
     return scores
 
 
-def online(kit, trainer_name, *, stream=False, **kwargs):
+def online(kit: Kit, trainer_name: str, *, stream: bool = False, **kwargs: Any) -> Train:
     """GRPO or RLOO: 2 completions per prompt, 4 tokens each, generated on CPU; accumulation 2, max_steps. The
     stream has 7 prompts: with one prompt per micro-batch, each pass ends with a window of one."""
     import trl
@@ -382,7 +446,7 @@ def online(kit, trainer_name, *, stream=False, **kwargs):
         data = data.to_iterable_dataset()
     config_class = getattr(trl, f"{trainer_name}Config")
     trainer_class = getattr(trl, f"{trainer_name}Trainer")
-    options = {
+    options: dict[str, Any] = {
         "per_device_train_batch_size": 2,
         "gradient_accumulation_steps": 2,
         "num_generations": 2,
@@ -399,41 +463,41 @@ def online(kit, trainer_name, *, stream=False, **kwargs):
         train_dataset=data,
         processing_class=kit.tokenizer,
     )
-    return kit.prepare(trainer).train
+    return kit.prepare(trainer)
 
 
 @scenario("trl/grpo", "trl", fp16=(FUSED,))
-def grpo(kit):
+def grpo(kit: Kit) -> Train:
     return online(kit, "GRPO")
 
 
 @scenario("trl/grpo-stream", "trl")
-def grpo_stream(kit):
+def grpo_stream(kit: Kit) -> Train:
     return online(kit, "GRPO", stream=True, max_steps=5)
 
 
 @scenario("trl/rloo", "trl")
-def rloo(kit):
+def rloo(kit: Kit) -> Train:
     return online(kit, "RLOO")
 
 
 @scenario("trl/rloo-stream", "trl")
-def rloo_stream(kit):
+def rloo_stream(kit: Kit) -> Train:
     return online(kit, "RLOO", stream=True, max_steps=5)
 
 
 @scenario(f"trl-{OLD_TRL}/grpo", "trl", layer=f"trl-{OLD_TRL}")
-def grpo_old(kit):
+def grpo_old(kit: Kit) -> Train:
     return online(kit, "GRPO")
 
 
 @scenario(f"trl-{OLD_TRL}/rloo", "trl", layer=f"trl-{OLD_TRL}")
-def rloo_old(kit):
+def rloo_old(kit: Kit) -> Train:
     return online(kit, "RLOO")
 
 
-def preference(rng, count):
-    data = {"prompt": [], "chosen": [], "rejected": []}
+def preference(rng: random.Random, count: int) -> dict[str, list[str]]:
+    data: dict[str, list[str]] = {"prompt": [], "chosen": [], "rejected": []}
     for _ in range(count):
         data["prompt"].append(" ".join(rng.choice(WORDS) for _ in range(4)))
         data["chosen"].append("yes " + " ".join(rng.choice(WORDS) for _ in range(2)))
@@ -442,7 +506,7 @@ def preference(rng, count):
 
 
 @scenario("trl/dpo", "trl", fp16=(FUSED,))
-def dpo(kit):
+def dpo(kit: Kit) -> Train:
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
@@ -454,11 +518,11 @@ def dpo(kit):
         train_dataset=Dataset.from_dict(preference(kit.rng(), 10)),
         processing_class=kit.tokenizer,
     )
-    return kit.prepare(trainer).train
+    return kit.prepare(trainer)
 
 
 @scenario("trl/reward", "trl")
-def reward(kit):
+def reward(kit: Kit) -> Train:
     from datasets import Dataset
     from trl import RewardConfig, RewardTrainer
 
@@ -470,10 +534,10 @@ def reward(kit):
         train_dataset=Dataset.from_dict(preference(kit.rng(), 10)),
         processing_class=kit.tokenizer,
     )
-    return kit.prepare(trainer).train
+    return kit.prepare(trainer)
 
 
-def sentence_transformer(kit):
+def sentence_transformer(kit: Kit) -> SentenceTransformer:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
@@ -481,19 +545,19 @@ def sentence_transformer(kit):
     return SentenceTransformer(modules=[body, Pooling(body.get_embedding_dimension(), "mean")], device="cpu")
 
 
-def st_trainer(kit, model, data, loss, **kwargs):
+def st_trainer(kit: Kit, model: SentenceTransformer, data: Dataset, loss: nn.Module, **kwargs: Any) -> Train:
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
-    options = {"per_device_train_batch_size": 4, "num_train_epochs": 2}
+    options: dict[str, Any] = {"per_device_train_batch_size": 4, "num_train_epochs": 2}
     options.update(kwargs)
     trainer = SentenceTransformerTrainer(
         model=model, args=kit.args(SentenceTransformerTrainingArguments, **options), train_dataset=data, loss=loss
     )
-    return kit.prepare(trainer).train
+    return kit.prepare(trainer)
 
 
 @scenario("st/mnrl", "sentence-transformers", fp16=(FUSED,))
-def st_mnrl(kit):
+def st_mnrl(kit: Kit) -> Train:
     from datasets import Dataset
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
@@ -506,7 +570,7 @@ def st_mnrl(kit):
 
 
 @scenario("st/softmax", "sentence-transformers", fp16=(FUSED, ADAMW))
-def st_softmax(kit):
+def st_softmax(kit: Kit) -> Train:
     from datasets import Dataset
     from sentence_transformers.sentence_transformer.losses import SoftmaxLoss
 
@@ -521,7 +585,7 @@ def st_softmax(kit):
 
 
 @scenario("st/cross-encoder", "sentence-transformers", fp16=(FUSED,))
-def st_cross_encoder(kit):
+def st_cross_encoder(kit: Kit) -> Train:
     from datasets import Dataset
     from sentence_transformers.cross_encoder import (
         CrossEncoder,
@@ -542,11 +606,11 @@ def st_cross_encoder(kit):
         train_dataset=data,
         loss=BinaryCrossEntropyLoss(model),
     )
-    return kit.prepare(trainer).train
+    return kit.prepare(trainer)
 
 
 @scenario("setfit/classifier", "setfit", fp16=(FUSED,))
-def setfit_classifier(kit):
+def setfit_classifier(kit: Kit) -> Train:
     import setfit.trainer
     from datasets import Dataset
     from setfit import SetFitModel, Trainer, TrainingArguments
@@ -556,7 +620,7 @@ def setfit_classifier(kit):
     inner = setfit.trainer.BCSentenceTransformersTrainer
     train = inner.train
 
-    def prepared_train(self, *args, **kwargs):
+    def prepared_train(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self.args.fp16 != bool(kit.fp16):
             raise RuntimeError("the fp16 setting did not reach setfit's inner trainer")
         kit.prepare(self)
@@ -566,23 +630,24 @@ def setfit_classifier(kit):
     rng = kit.rng()
     model = SetFitModel(model_body=sentence_transformer(kit), model_head=LogisticRegression())
     data = Dataset.from_dict({"text": sentences(rng, 8), "label": [i % 2 for i in range(8)]})
-    options = {"batch_size": 4, "num_epochs": 1, "num_iterations": 2, "seed": 0, "report_to": "none"}
+    options: dict[str, Any] = {"batch_size": 4, "num_epochs": 1, "num_iterations": 2, "seed": 0, "report_to": "none"}
     options.update(logging_steps=1, save_strategy="no", output_dir=os.path.join(kit.folder, "output"))
     if kit.fp16:
         options.update(use_amp=True)
     trainer = Trainer(model=model, args=TrainingArguments(**options), train_dataset=data)
-    return trainer.train
+    train_all: Train = trainer.train  # the body (the inner trainer), then the head
+    return train_all
 
 
 # -- one scenario's outcome ------------------------------------------------------------------------------
 
 
-def outcome(kit, error):
+def outcome(kit: Kit, error: str | None) -> Outcome:
     """What the driver compares between trees."""
     import torch
 
     trainer = kit.trainer
-    result = {"error": error, "events": kit.counts}
+    result: Outcome = {"error": error, "events": kit.counts}
     if trainer is None:
         return result
     state = trainer.state
@@ -592,8 +657,11 @@ def outcome(kit, error):
     ]
     optimizer = getattr(trainer, "optimizer", None)
     inner = getattr(optimizer, "optimizer", optimizer)
-    params = [p for group in inner.param_groups for p in group["params"]] if inner is not None else []
-    steps = [int(inner.state[p]["step"]) for p in params if p in inner.state and "step" in inner.state[p]]
+    params: list[Any] = []
+    steps: list[int] = []
+    if inner is not None:
+        params = [p for group in inner.param_groups for p in group["params"]]
+        steps = [int(inner.state[p]["step"]) for p in params if p in inner.state and "step" in inner.state[p]]
     result["updates"] = max(steps) if steps else None
     scheduler = getattr(trainer, "lr_scheduler", None)
     scheduler = getattr(scheduler, "scheduler", scheduler)
@@ -611,7 +679,7 @@ def outcome(kit, error):
     return result
 
 
-def run_one(spec, fd):
+def run_one(spec: Spec, fd: int) -> None:
     """In the forked child: run one scenario and write its outcome, one JSON line, to `fd`."""
     import torch
     import transformers
@@ -652,7 +720,7 @@ MODULES = {
 PACKAGES = ("trl", "sentence-transformers", "setfit", "peft")
 
 
-def import_all(packages):
+def import_all(packages: Iterable[str]) -> None:
     import importlib
 
     import torch
@@ -663,7 +731,7 @@ def import_all(packages):
             importlib.import_module(module)
 
 
-def check(roots, transformers_version):
+def check(roots: Sequence[str], transformers_version: str) -> dict[str, Any]:
     """Like `pip check` for the distributions under `roots` (the downstream install): every requirement
     (without extras, markers evaluated) is met by the distribution Python would import first, transformers by
     the tree on the path; then every scenario's modules import. Returns a dict for the report."""
@@ -672,13 +740,12 @@ def check(roots, transformers_version):
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    first = {}
+    first: dict[str, metadata.Distribution] = {}
     for dist in metadata.distributions():
-        name = canonicalize_name(dist.metadata["Name"] or "")
-        first.setdefault(name, dist)
+        first.setdefault(canonicalize_name(dist.metadata["Name"] or ""), dist)
     first_versions = {name: dist.version for name, dist in first.items()}
     first_versions.setdefault("transformers", transformers_version)
-    problems = []
+    problems: list[str] = []
     roots = [os.path.realpath(root) for root in roots]
     for name, dist in sorted(first.items()):
         location = os.path.realpath(str(dist.locate_file("")))
@@ -704,7 +771,7 @@ def check(roots, transformers_version):
     return {"problems": problems, "packages": versions}
 
 
-def run(names, fd, timeout, log_dir):
+def run(names: Sequence[str], fd: int, timeout: float, log_dir: str | None) -> None:
     specs = [SCENARIOS[name] for name in names]
     import_all(sorted({spec["package"] for spec in specs}))
     for spec in specs:
@@ -756,7 +823,7 @@ def run(names, fd, timeout, log_dir):
         os.write(fd, line.encode())
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--check", nargs="*", metavar="ROOT")
@@ -766,8 +833,11 @@ def main(argv=None):
     parser.add_argument("--log-dir", metavar="DIR", help="each scenario's output goes to DIR/<name>.log")
     args = parser.parse_args(argv)
     if args.list:
-        keys = ("name", "package", "layer", "fp16")
-        print(json.dumps([{key: spec[key] for key in keys} for spec in SCENARIOS.values()]))
+        listed = [
+            {"name": spec["name"], "package": spec["package"], "layer": spec["layer"], "fp16": spec["fp16"]}
+            for spec in SCENARIOS.values()
+        ]
+        print(json.dumps(listed))
     elif args.check is not None:
         import transformers
 

@@ -413,3 +413,33 @@ def test_real_scenarios_are_bit_reproducible_and_record_the_emulated_skip():
     # the release counts the step the scaler skipped: one update fewer than global_step
     assert skipped["updates"] == skipped["global_step"] - 1 == skipped["scheduler_steps"]
     assert Path(first["st/softmax"]["modules"]["transformers"]).resolve().is_relative_to(tree.resolve())
+
+
+@pytest.mark.downstream
+@pytest.mark.parametrize("layer", [None, "trl-1.14.2"])
+def test_the_truncated_scenario_has_a_window_and_an_eval_batch_without_targets(layer):
+    """The premise of `trl*/sft-truncated`: once TRL has packed and truncated its data, the middle window of the
+    training rows (2 rows a window) and the middle eval batch hold no target, the others do. Without it the
+    scenario would show nothing about a window without targets."""
+    found = _real_install()
+    if found is None:
+        pytest.skip("no downstream install: run `python3 scripts/series.py downstream` once")
+    python, install, tree = found
+    paths = [tree, *([install / layer] if layer else []), install / "site"]
+    script = (
+        "import json, sys, tempfile\n"
+        f"sys.path.insert(0, {str(REPO_ROOT / 'scripts')!r})\n"
+        "import downstream_scenarios as ds\n"
+        "with tempfile.TemporaryDirectory() as folder:\n"
+        "    kit = ds.Kit(folder, None)\n"
+        "    ds.sft_truncated(kit)\n"
+        "    rows = {'train': kit.trainer.train_dataset, 'eval': kit.trainer.eval_dataset}\n"
+        "    print(json.dumps({k: [sum(x != -100 for x in row['labels']) for row in v] for k, v in rows.items()}))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, paths)), OMP_NUM_THREADS="1")
+    proc = subprocess.run([str(python), "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    targets = json.loads(proc.stdout.splitlines()[-1])
+    windows = [targets["train"][i : i + 2] for i in range(0, len(targets["train"]), 2)]
+    assert [sum(window) > 0 for window in windows] == [True, False, True]
+    assert [count > 0 for count in targets["eval"]] == [True, False, True]
