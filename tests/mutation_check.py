@@ -51,7 +51,7 @@ MODULES = {
     "manifest.py": (None, ["unit/test_manifest.py"], ["test_cli.py", "test_export.py", "test_landed_and_depends.py"]),
     "patchfile.py": (None, ["unit/test_patchfile.py"], ["test_errors.py", "test_apply.py", "test_upstream.py"]),
     "placement.py": (None, ["unit/test_placement.py"], ["test_upstream.py", "test_landed_and_depends.py"]),
-    "regression.py": (
+    "upstream_tests.py": (
         ["parse_spec", "outcomes", "_counts", "lines"],
         ["unit/test_specs.py"],
         ["test_upstream_tests.py"],

@@ -1,11 +1,11 @@
-"""The two spec syntaxes: `--base` (base.py) and `--upstream-tests` (regression.py), as they are today (their
-rules for `@REF` differ: see the cases marked DIFFERS), and what regression.py reads from a JUnit file."""
+"""The two spec syntaxes: `--base` (base.py) and `--upstream-tests` (upstream_tests.py), as they are today (their
+rules for `@REF` differ: see the cases marked DIFFERS), and what upstream_tests.py reads from a JUnit file."""
 
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from seriestool import base, regression
+from seriestool import base, upstream_tests
 from seriestool.errors import SeriesError
 from seriestool.git import Repo
 
@@ -97,13 +97,13 @@ def test_check_spec_of_a_path(tmp_path):
     ],
 )
 def test_upstream_tests_specs(spec, expected):
-    assert regression.parse_spec(spec, TARGET) == expected
+    assert upstream_tests.parse_spec(spec, TARGET) == expected
 
 
 def test_an_upstream_tests_path_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert regression.parse_spec("path:up", TARGET) == ("path", str(tmp_path / "up"), "")
-    assert regression.parse_spec("path:u", TARGET) == ("path", str(tmp_path / "u"), "")
+    assert upstream_tests.parse_spec("path:up", TARGET) == ("path", str(tmp_path / "up"), "")
+    assert upstream_tests.parse_spec("path:u", TARGET) == ("path", str(tmp_path / "u"), "")
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_an_upstream_tests_path_is_made_absolute(tmp_path, monkeypatch):
 )
 def test_bad_upstream_tests_specs(spec):
     with pytest.raises(SeriesError) as info:
-        regression.parse_spec(spec, TARGET)
+        upstream_tests.parse_spec(spec, TARGET)
     assert str(info.value) == f"bad --upstream-tests {spec!r}: use path:DIR (a tree with tests/) or git:URL@REF"
 
 
@@ -139,7 +139,7 @@ JUNIT = """\
 def test_outcomes_of_a_junit_file(tmp_path):
     path = tmp_path / "junit.xml"
     path.write_text(JUNIT, encoding="utf-8")
-    assert regression.outcomes(path) == {
+    assert upstream_tests.outcomes(path) == {
         "tests.test_a.T::test_ok": "passed",
         "tests.test_a.T::test_fail": "failed",
         "tests.test_a.T::test_error": "error",
@@ -147,9 +147,9 @@ def test_outcomes_of_a_junit_file(tmp_path):
         "tests.test_a.T::test_skip": "skipped",
         "::collect": "error",
     }
-    assert regression.outcomes(tmp_path / "missing.xml") == {}
+    assert upstream_tests.outcomes(tmp_path / "missing.xml") == {}
     (tmp_path / "bad.xml").write_text("<testsuite", encoding="utf-8")
-    assert regression.outcomes(tmp_path / "bad.xml") == {}
+    assert upstream_tests.outcomes(tmp_path / "bad.xml") == {}
 
 
 def _state(**counts):
@@ -168,7 +168,7 @@ def test_what_verify_prints_about_upstream_tests():
         "missing": ["tests/b.py", "tests/c.py"],
         "ok": False,
     }
-    assert regression.lines(report) == [
+    assert upstream_tests.lines(report) == [
         "fake upstream tests (1 file(s) from path:up), base: 3 passed, 0 failed, 0 skipped, 0 error (61s)",
         "fake upstream tests (1 file(s) from path:up), series: 2 passed, 1 failed, 0 skipped, 0 error (61s), "
         "TIMED OUT",
@@ -179,4 +179,4 @@ def test_what_verify_prints_about_upstream_tests():
         "fake upstream tests: FAIL (1 regression(s))",
     ]
     good = dict(report, states={}, problems=[], regressions=[], fixed=[], missing=[], ok=True)
-    assert regression.lines(good) == ["fake upstream tests: no regression"]
+    assert upstream_tests.lines(good) == ["fake upstream tests: no regression"]

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import base as base_mod
-from .. import pyenv, regression, render, reports
+from .. import pyenv, render, reports, upstream_tests
 from ..am import check_patches
 from ..errors import SeriesError
 from ..manifest import find_patch
@@ -161,7 +161,7 @@ def run(args, ctx):
     if args.patch:
         only = {resolve_patch(targets, wanted, explicit=args.target is not None) for wanted in args.patch}
 
-    regression_target = None
+    upstream_target = None
     if args.upstream_tests:
         listing = [target for target in targets if target.upstream_tests]
         if not listing:
@@ -169,8 +169,8 @@ def run(args, ctx):
             raise SeriesError(f"--upstream-tests: {named} lists no upstream_tests in {ctx.manifest.path.name}")
         if len(listing) > 1:
             raise SeriesError("--upstream-tests names one target's tests; add --target")
-        regression_target = listing[0]
-        regression.parse_spec(args.upstream_tests, regression_target)
+        upstream_target = listing[0]
+        upstream_tests.parse_spec(args.upstream_tests, upstream_target)
 
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     info = pyenv.probe(python)
@@ -232,15 +232,15 @@ def run(args, ctx):
             )
             if companion is not None:
                 companions.append(companion)
-    upstream_tests = []
-    if regression_target is not None:
-        repo, base = scratch[regression_target.name]
-        upstream_tests.append(
-            regression.run(
+    upstream_parts = []
+    if upstream_target is not None:
+        repo, base = scratch[upstream_target.name]
+        upstream_parts.append(
+            upstream_tests.run(
                 ctx,
-                regression_target,
+                upstream_target,
                 repo,
-                {"base": base, "series": tops.get(regression_target.name, base)},
+                {"base": base, "series": tops.get(upstream_target.name, base)},
                 args.upstream_tests,
                 python=python,
                 device=args.device,
@@ -250,7 +250,7 @@ def run(args, ctx):
     # Conflicts and failed checks need a maintainer; a patch already upstream is only news.
     ok = all(Verdict(res.verdict).passed for res in results)
     ok = ok and all(companion["green"] for companion in companions)
-    ok = ok and all(part["ok"] for part in upstream_tests)
+    ok = ok and all(part["ok"] for part in upstream_parts)
     duration = round(time.monotonic() - started, 2)
     if results:
         patches = [res.to_json() for res in results]
@@ -266,8 +266,8 @@ def run(args, ctx):
         if run["runs"] > 1:
             counts += f" ({run['run_statuses'].count(RunStatus.GREEN)} of {run['runs']} runs green)"
         ctx.out(f"{companion['label']}: {verdict}, {counts}")
-    for part in upstream_tests:
-        for line in regression.lines(part):
+    for part in upstream_parts:
+        for line in upstream_tests.lines(part):
             ctx.out(line)
     logs = ctx.work / "logs" / "verify"
     runs = [asdict(run) for res in results for run in (res.red, res.green) if run and run.exit_code is not None]
@@ -294,7 +294,7 @@ def run(args, ctx):
         "targets": target_reports,
         "patches": [res.to_json() for res in results],
         "companions": companions,
-        "upstream_tests": upstream_tests,
+        "upstream_tests": upstream_parts,
         "duration_s": duration,
     }
     if args.json:
