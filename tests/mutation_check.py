@@ -42,7 +42,7 @@ COPIED = ("scripts", "tests", "pyproject.toml", "patches")
 MODULES = {
     "archive.py": (None, ["unit/test_archive.py"], ["test_archive.py"]),
     "base.py": (
-        ["BaseSpec", "parse_spec", "key_of", "check_spec", "_git_source"],
+        ["BaseSpec", "parse_spec", "_split_ref", "check_spec", "_git_source"],
         ["unit/test_specs.py"],
         ["test_upstream.py", "test_errors.py"],
     ),
@@ -52,8 +52,8 @@ MODULES = {
     "patchfile.py": (None, ["unit/test_patchfile.py"], ["test_errors.py", "test_apply.py", "test_upstream.py"]),
     "placement.py": (None, ["unit/test_placement.py"], ["test_upstream.py", "test_landed_and_depends.py"]),
     "upstream_tests.py": (
-        ["parse_spec", "outcomes", "_counts", "lines"],
-        ["unit/test_specs.py"],
+        ["fetch_tests", "outcomes", "_counts", "lines"],
+        ["unit/test_upstream_tests.py"],
         ["test_upstream_tests.py"],
     ),
     "reports.py": (None, ["unit/test_reports.py"], ["test_pr.py", "test_verify.py"]),

@@ -1,6 +1,5 @@
-"""Hash checks and safe extraction of source archives (project-agnostic)."""
+"""Safe extraction of source archives (project-agnostic)."""
 
-import hashlib
 import os
 import posixpath
 import shutil
@@ -10,14 +9,6 @@ from pathlib import Path
 
 class UnsafeArchive(Exception):
     """An archive member would land outside the extraction folder, or is not a plain file."""
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _inside(path, root):

@@ -16,8 +16,10 @@ EXCLUDES = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 BASE_DATE = "2000-01-01T00:00:00+0000"
 
 
-@dataclass
+@dataclass(frozen=True)
 class BaseSpec:
+    """Where a tree comes from: `--base` (a base to put the series on) and `--upstream-tests` (upstream's tests)."""
+
     kind: str  # "sdist", "path" or "git"
     location: str = ""
     ref: str = ""
@@ -29,28 +31,44 @@ class BaseSpec:
             return f"HEAD of {self.location}"
         return f"{self.location}@{self.ref}"
 
-
-def parse_spec(spec):
-    """`None`/"sdist" -> the pinned sdist; "path:DIR" -> DIR's HEAD; "git:URL@REF" -> REF of URL."""
-    if spec in (None, "", "sdist"):
-        return BaseSpec("sdist")
-    if spec.startswith("path:") and len(spec) > 5:
-        return BaseSpec("path", str(Path(spec[5:]).expanduser().resolve()))
-    if spec.startswith("git:") and len(spec) > 4:
-        url, ref = spec[4:], "HEAD"
-        if "@" in url:
-            head, tail = url.rsplit("@", 1)
-            if tail and ":" not in tail and head:
-                url, ref = head, tail
-        return BaseSpec("git", url, ref)
-    raise SeriesError(f"bad base {spec!r}: use sdist, path:DIR or git:URL@REF")
+    def key(self, target):
+        """What identifies the base for a reused scratch repository: the sdist's name and hash, or the spec."""
+        if self.kind == "sdist":
+            return f"sdist:{target.package}=={target.version}:{target.sha256}"
+        return f"{self.kind}:{self.location}@{self.ref}"
 
 
-def key_of(spec, target):
-    """What identifies a base before it is fetched (sdist) - git bases are identified after fetching."""
-    if spec.kind == "sdist":
-        return f"sdist:{target.package}=={target.version}:{target.sha256}"
-    return None
+SDIST = BaseSpec("sdist")
+# What each option accepts, in its one error line.
+USAGE = {
+    "--base": "bad base {spec!r}: use sdist, path:DIR or git:URL@REF",
+    "--upstream-tests": "bad --upstream-tests {spec!r}: use path:DIR (a tree with tests/) or git:URL@REF",
+}
+
+
+def parse_spec(spec, target, *, option="--base"):
+    """The one syntax of `--base` and `--upstream-tests` (docs/user.md, "Specs"): `sdist` (only `--base`; also
+    None or ""), `path:DIR` (made absolute) or `git:URL[@REF]` (REF defaults to HEAD, the remote's default branch;
+    `{version}` in REF is `target`'s pinned version)."""
+    if option == "--base" and spec in (None, "", "sdist"):
+        return SDIST
+    kind, _, rest = (spec or "").partition(":")
+    if kind == "path" and rest:
+        return BaseSpec("path", str(Path(rest).expanduser().resolve()))
+    if kind == "git":
+        url, ref = _split_ref(rest)
+        if url and ref:
+            return BaseSpec("git", url, ref.replace("{version}", target.version))
+    raise SeriesError(USAGE[option].format(spec=spec))
+
+
+def _split_ref(text):
+    """(URL, REF) of `URL@REF`, (URL, "HEAD") without one. The last `@` belongs to the URL when what follows it
+    holds a `:` (`git@host:org/x.git`) or when it ends the user of `scheme://user@host/...`."""
+    url, at, ref = text.rpartition("@")
+    if not at or ":" in ref or ("://" in url and "/" not in url.split("://", 1)[1]):
+        return text, "HEAD"
+    return url, ref
 
 
 def _fetch_commit(repo, url, ref):

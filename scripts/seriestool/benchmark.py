@@ -8,7 +8,6 @@ turns step by step, unpatched/patched/unpatched/patched, the variant that starts
 """
 
 import contextlib
-import hashlib
 import json
 import os
 import platform
@@ -17,10 +16,12 @@ import statistics
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import base as base_mod
 from .am import am_series, check_patches
+from .digests import sha256_of
 from .errors import SeriesError
 from .git import GitError, Repo
 
@@ -38,10 +39,10 @@ GOAL_RATIO = 1.01  # patched/unpatched time per optimizer step
 
 def tree_key(target):
     """What the bench trees of `target` are made from: the pinned base and the bytes of every patch."""
-    digest = hashlib.sha256(base_mod.key_of(base_mod.parse_spec(None), target).encode())
+    parts = [base_mod.SDIST.key(target)]
     for path in target.patch_paths():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+        parts += [path.name, "\0", path, "\0"]
+    return sha256_of(*parts)[:16]
 
 
 def _trees_ok(folder, key):
@@ -66,7 +67,7 @@ def prepare_trees(ctx, target):
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder.parent))
     try:
-        spec = base_mod.parse_spec(None)
+        spec = base_mod.SDIST
         base_mod.create(target, spec, staging / "series", downloads=ctx.downloads, log=ctx.log)
         repo = Repo(staging / "series", isolated=True)
         failed, files = am_series(repo, target, target.patches)
@@ -195,6 +196,70 @@ def machine():
     return {"cpus": cpus, "cpu_model": model, "system": f"{platform.system()} {platform.release()}"}
 
 
+# -- the measurements --------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What `bench` measures: `reps` timed pairs (0: only the counting run) of `steps` optimizer steps after
+    `warmup`, the counting run over `count_steps`, torch threads per process, the cases (all when empty) and the
+    limit per benchmark process."""
+
+    reps: int
+    steps: int
+    warmup: int
+    count_steps: int
+    threads: int = 1
+    cases: list = field(default_factory=list)
+    timeout: int = 900
+
+    def worker_args(self):
+        """The arguments every worker run gets."""
+        args = ["--warmup", str(self.warmup), "--threads", str(self.threads)]
+        for case in self.cases:
+            args += ["--case", case]
+        return args
+
+
+@dataclass
+class Measured:
+    """What the runs gave: the counting run's info (torch, threads, model) and counts per variant, the results of
+    each timed run per variant, the 1-minute load average along the way and the machine."""
+
+    info: dict
+    counts: dict
+    timings: dict
+    loads: list
+    host: dict  # machine()
+
+
+def measure(ctx, python, trees, targets, plan):
+    """The counting run of both variants, then `plan.reps` timed pairs, each on one CPU (the variant that starts
+    alternates every pair, the CPU every two). Logs under <work>/logs/bench/."""
+    loads = [loadavg()]
+    ctx.log("counting host syncs and calls per optimizer step")
+    logs = ctx.work / "logs" / "bench"
+    if logs.exists():
+        shutil.rmtree(logs)
+    common = {"logs": logs / "count", "timeout": plan.timeout, "paired": False}
+    count_args = [*plan.worker_args(), "--count-syncs", "--steps", str(plan.count_steps)]
+    counted = run_both(python, trees, targets, count_args, **common)
+    loads.append(loadavg())
+    timings = {variant: [] for variant in VARIANTS}
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
+    for rep in range(plan.reps):
+        lead, cpu = VARIANTS[rep % 2], cpus[(rep // 2) % len(cpus)]
+        where = "" if cpu is None else f" on CPU {cpu}"
+        ctx.log(f"timed pair {rep + 1}/{plan.reps}{where} ({LABELS[lead]} steps first)")
+        common = {"logs": logs / f"pair{rep + 1}", "timeout": plan.timeout, "paired": True, "lead": lead, "cpu": cpu}
+        timed = run_both(python, trees, targets, [*plan.worker_args(), "--steps", str(plan.steps)], **common)
+        for variant in VARIANTS:
+            timings[variant].append(timed[variant][1])
+        loads.append(loadavg())
+    counts = {variant: counted[variant][1] for variant in VARIANTS}
+    return Measured(counted["base"][0], counts, timings, [load for load in loads if load is not None], machine())
+
+
 # -- summary -----------------------------------------------------------------------------------------
 
 
@@ -232,8 +297,8 @@ def summarize(counts, timings):
                 "torch_calls_per_step": counted["torch_calls"] / steps,
                 "python_calls_per_step": counted["python_calls"] / steps,
             }
-            for metric, field in METRICS.items():
-                row[variant][metric] = _stats([statistics.median(run[name][field]) for run in timings[variant]])
+            for metric, key in METRICS.items():
+                row[variant][metric] = _stats([statistics.median(run[name][key]) for run in timings[variant]])
         for metric in METRICS:
             base, series = row["base"][metric], row["series"][metric]
             row[f"ratio_{metric}"] = round(series["median_ms"] / base["median_ms"], 4) if base["median_ms"] else None
@@ -291,3 +356,68 @@ def count_table(rows):
             ]
         )
     return _markdown(head, body)
+
+
+def result_lines(rows, measured, plan):
+    """The README's Performance section: the tables (times only after timed pairs), the machine, what was
+    measured and how."""
+    host, info, loads = measured.host, measured.info, measured.loads
+    load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "unknown"
+    lines = [time_table(rows), ""] if plan.reps else []
+    lines += [count_table(rows), ""]
+    lines.append(
+        f"Machine: {host['cpus']} CPUs ({host['cpu_model']}), {host['system']}, 1-minute load average {load} "
+        f"during the run (the benchmark's own process included). torch {info['torch']}, {info['threads']} "
+        f"thread(s) per process. Model: {info['model']}."
+    )
+    if plan.reps:
+        lines.append(
+            f"Time: {plan.reps} pairs of runs, one process per variant, taking turns step by step on one CPU "
+            "(A/B/A/B; the variant that starts alternates, the CPU every two pairs). A run's time is its median "
+            f"over {plan.steps} optimizer steps after {plan.warmup} warm-up steps; a cell is the median over the "
+            "runs (lowest-highest run in brackets). Ratio: patched/unpatched of those medians; per pair: the "
+            "median (lowest-highest) of the ratios within a pair. CPU time is the process's own; the wall-time "
+            "ratio is computed the same way from wall-clock times."
+        )
+    lines.append(
+        f"Counts per optimizer step over {plan.count_steps} steps after the warm-up: host syncs are calls that "
+        "read a tensor on the host (item, bool, tolist, cpu, ...); torch calls are those made from Python; "
+        "Python calls are function calls. Budget: host syncs per step the series may add."
+    )
+    return lines
+
+
+def verdict(rows, plan):
+    """Whether the host syncs are within budget, and with timed pairs in how many cases the CPU-time ratio is."""
+    syncs_ok = all(row["syncs_ok"] for row in rows)
+    text = f"host syncs {'within budget' if syncs_ok else 'OVER BUDGET'}"
+    if plan.reps:
+        within = sum(row["ratio_cpu"] <= GOAL_RATIO for row in rows)
+        within_pairs = sum(statistics.median(row["pair_ratios_cpu"]) <= GOAL_RATIO for row in rows)
+        text += (
+            f"; CPU-time ratio <= {GOAL_RATIO} in {within} of {len(rows)} cases, per pair (median) in "
+            f"{within_pairs} of {len(rows)}"
+        )
+    return text
+
+
+def report(rows, measured, plan, python, duration):
+    """`bench --json`'s report."""
+    info = measured.info
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "syncs_ok": all(row["syncs_ok"] for row in rows),
+        "machine": dict(measured.host, load_average_1m=measured.loads),
+        "setup": {
+            "reps": plan.reps,
+            "steps": plan.steps,
+            "warmup": plan.warmup,
+            "count_steps": plan.count_steps,
+            "threads": info["threads"],
+            "torch": info["torch"],
+            "model": info["model"],
+        },
+        "python": str(python),
+        "cases": rows,
+        "duration_s": duration,
+    }

@@ -17,7 +17,6 @@ One folder, `series-gpu-checks/`, packed as a reproducible .tar.gz (same inputs,
 import ast
 import email.parser
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -29,9 +28,9 @@ import tempfile
 from pathlib import Path
 
 from . import patchfile, placement
-from .archive import sha256_file
-from .base import parse_spec
+from .base import SDIST
 from .context import REPO_ROOT
+from .digests import sha256_file, sha256_of
 from .errors import SeriesError
 from .fetch import fetch_sdist
 from .git import Repo
@@ -257,7 +256,7 @@ def build_stages(ctx, target):
 
     Returns (sdist file, the patches' entries for bundle.json, {archive path: (bytes, executable)})."""
     sdist = fetch_sdist(target.package, target.version, target.sha256, ctx.downloads, log=ctx.log)
-    repo, base = prepare_scratch(ctx, target, parse_spec(None), folder="bundle")
+    repo, base = prepare_scratch(ctx, target, SDIST, folder="bundle")
     patches, files = [], {}
     prev = base
     preimages = {"tried": False}
@@ -446,7 +445,7 @@ def write(out, files, bundle):
         data, executable = files[rel]
         blob = _read(data)
         contents[rel] = (blob, executable)
-        digests[rel] = hashlib.sha256(blob).hexdigest()
+        digests[rel] = sha256_of(blob)
     bundle = dict(bundle, files=digests)
     contents["bundle.json"] = ((json.dumps(bundle, indent=2, sort_keys=False) + "\n").encode(), False)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)

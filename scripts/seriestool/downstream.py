@@ -20,7 +20,6 @@ library only) owns everything around them:
 
 import contextlib
 import fnmatch
-import hashlib
 import json
 import math
 import os
@@ -36,7 +35,7 @@ from pathlib import Path
 from . import archive, pyenv
 from . import base as base_mod
 from .am import am_series
-from .archive import sha256_file
+from .digests import sha256_file, sha256_of
 from .errors import SeriesError
 from .manifest import DOWNSTREAM_FIELDS
 from .runners import stop_group
@@ -91,10 +90,10 @@ def layer_files(requirements=REQUIREMENTS):
 
 
 def install_key(python, requirements=REQUIREMENTS):
-    digest = hashlib.sha256(str(python).encode() + b"\0" + Path(requirements).read_bytes())
+    parts = [str(python), "\0", Path(requirements)]
     for name, path in layer_files(requirements).items():
-        digest.update(name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+        parts += [name, "\0", path]
+    return sha256_of(*parts)[:16]
 
 
 def _size(folder):
@@ -312,7 +311,7 @@ def _link_tree(src, dest):
 
 def _applied(ctx, target):
     """The scratch repository of `target` with its series applied: (Repo, [base, commit per patch])."""
-    repo, base = prepare_scratch(ctx, target, base_mod.parse_spec(None), folder="downstream/repos")
+    repo, base = prepare_scratch(ctx, target, base_mod.SDIST, folder="downstream/repos")
     failed, files = am_series(repo, target, target.patches)
     if failed:
         where = f" ({', '.join(files)})" if files else ""
@@ -362,23 +361,11 @@ def worker_digest():
     return sha256_file(WORKER)
 
 
-PACKAGES_PROBE = (
-    "import hashlib, importlib.metadata as m; "
-    "print(hashlib.sha256('\\n'.join(sorted(f\"{d.metadata['Name']}=={d.version}\" "
-    "for d in m.distributions())).encode()).hexdigest())"
-)
-
-
 def identity(python, install):
     """What outcomes depend on besides the trees: the interpreter and its packages, the install, the scenarios."""
-    proc = subprocess.run(
-        [str(python), "-c", PACKAGES_PROBE], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
-    )
-    if proc.returncode != 0:
-        raise SeriesError(f"cannot run {python}: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
     return {
         "python": str(python),
-        "packages": proc.stdout.strip(),
+        "packages": pyenv.describe(python)["packages"],
         "install": install.info["key"],
         "scenarios": worker_digest(),
     }

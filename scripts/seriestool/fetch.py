@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .archive import sha256_file
+from .digests import sha256_file
 from .errors import SeriesError
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import patchfile
 from .am import am_failure
-from .archive import sha256_file
+from .digests import sha256_file
 from .preimages import load_preimages
 from .statuses import BaseStatus, RunStatus
 

@@ -5,7 +5,6 @@ A base fetched from a git URL or another clone (shallow) lacks the blobs the pat
 `refs/series/preimages`.
 """
 
-import hashlib
 import re
 import shutil
 import tarfile
@@ -13,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from . import fetch, patchfile
+from .digests import sha256_of
 from .errors import SeriesError
 
 
@@ -20,10 +20,8 @@ PREIMAGES_REF = "refs/series/preimages"
 
 
 def preimages_key(target):
-    digest = hashlib.sha256(target.sha256.encode())
-    for path in target.patch_paths():
-        digest.update(Path(path).read_bytes())
-    return digest.hexdigest()[:16]
+    """What the stored blobs are made from: the pinned sdist and the bytes of every patch."""
+    return sha256_of(target.sha256, *(Path(path) for path in target.patch_paths()))[:16]
 
 
 def _cached_sdists(downloads, target):

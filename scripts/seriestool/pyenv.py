@@ -1,6 +1,5 @@
 """The pinned Python environment the tests and ruff run in."""
 
-import hashlib
 import json
 import os
 import platform
@@ -11,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from .digests import sha256_of
 from .errors import SeriesError
+from .render import shown_path
 
 
 MARKER = ".series-complete"
@@ -19,9 +20,9 @@ RUFF_VERSION = "0.14.10"
 
 
 def venv_key(requirements):
-    digest = hashlib.sha256(Path(requirements).read_bytes())
-    digest.update(f"{platform.python_implementation()}-{platform.python_version()}-{sys.platform}".encode())
-    return digest.hexdigest()[:16]
+    """The venv's name: the requirements file and the Python that makes it."""
+    python = f"{platform.python_implementation()}-{platform.python_version()}-{sys.platform}"
+    return sha256_of(Path(requirements), python)[:16]
 
 
 def venv_python(venv_dir):
@@ -53,14 +54,6 @@ def _pip_error(log_path):
         return "no log"
     errors = [line for line in lines if line.startswith("ERROR:")]
     return errors[0] if errors else (lines[-1] if lines else "no output")
-
-
-def _shown(path):
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return rel if not rel.startswith("..") else str(path)
 
 
 def ensure_venv(work, requirements, *, log=print):
@@ -95,7 +88,7 @@ def ensure_venv(work, requirements, *, log=print):
     log_path = Path(work) / "logs" / f"pip-{key}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     count = pinned_count(requirements)
-    log(f"venv: installing {count} pinned package(s) with pip, log {_shown(log_path)} ...")
+    log(f"venv: installing {count} pinned package(s) with pip, log {shown_path(log_path)} ...")
     cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
     cmd += ["-r", str(requirements)]
     with open(log_path, "w", encoding="utf-8") as fh:
@@ -111,9 +104,10 @@ def ensure_venv(work, requirements, *, log=print):
     return python
 
 
+# The one question the tool asks an interpreter (verify's report and checks, the keys of the outcome caches).
 PROBE = r"""
 import hashlib, importlib.metadata, importlib.util, json, subprocess, sys
-info = {"python": sys.version.split()[0]}
+info = {"python": sys.version.split()[0], "version": sys.version, "prefix": sys.prefix}
 for mod in ("pytest", "torch"):
     spec = importlib.util.find_spec(mod)
     info[mod] = None
@@ -136,8 +130,9 @@ print(json.dumps(info))
 """
 
 
-def probe(python):
-    """Versions of pytest, ruff and torch in `python`; errors when pytest or the pinned ruff is missing."""
+def describe(python):
+    """What `python` holds (PROBE): its version and build, prefix, pytest, torch (and CUDA), ruff, and a digest of
+    every installed distribution with its version. A SeriesError when it cannot be asked."""
     try:
         proc = subprocess.run(
             [str(python), "-c", PROBE], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
@@ -147,9 +142,24 @@ def probe(python):
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         raise SeriesError(f"cannot probe {python}: {lines[-1] if lines else 'no output'}")
-    info = json.loads(proc.stdout.strip().splitlines()[-1])
-    if not info["pytest"]:
+    try:
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        info = None
+    if not isinstance(info, dict):
+        raise SeriesError(f"cannot probe {python}: no answer")
+    return info
+
+
+def probe(python, device="cpu"):
+    """`describe(python)`; an error when pytest or the pinned ruff is missing, or `device` is cuda and its torch
+    has no CUDA."""
+    info = describe(python)
+    if not info.get("pytest"):
         raise SeriesError(f"{python} has no pytest; use the tool's own environment (omit --python)")
-    if info["ruff"] != RUFF_VERSION:
-        raise SeriesError(f"{python} needs ruff=={RUFF_VERSION} (found {info['ruff'] or 'none'})")
+    if info.get("ruff") != RUFF_VERSION:
+        raise SeriesError(f"{python} needs ruff=={RUFF_VERSION} (found {info.get('ruff') or 'none'})")
+    if device == "cuda" and not info.get("cuda"):
+        torch = info.get("torch") or "missing"
+        raise SeriesError(f"--device cuda needs a CUDA build of torch, but {python} has torch {torch} without CUDA")
     return info

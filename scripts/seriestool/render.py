@@ -1,6 +1,7 @@
 """What `verify` shows: the console table, the JUnit XML report and the markdown summary, with one set of
-labels (statuses.py)."""
+labels (statuses.py); and how the tool shows a path on the console."""
 
+import os
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -10,6 +11,15 @@ from .statuses import BaseStatus, RunStatus, Verdict
 
 WIDTH = 120  # the console table fits in this many columns
 MIN_PATCH = 20  # the patch column is never narrower than this
+
+
+def shown_path(path):
+    """`path` relative to the current folder when it is below it (shorter on the console), else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel == ".." or rel.startswith(".." + os.sep) else rel
 
 
 def red_cell(run):

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .archive import sha256_file
+from .digests import sha256_file
 from .statuses import Verdict
 
 

@@ -126,3 +126,72 @@ class PatchResult:
             "problems": self.problems,
             "notes": self.notes,
         }
+
+
+@dataclass
+class CompanionResult:
+    """The last stage of `verify` for a target with companions (`verify_with`): all its patches' tests once more,
+    with the patched sources of `companions` on PYTHONPATH."""
+
+    target: str
+    companions: list  # the companion targets' names
+    label: str
+    run: PytestRun
+
+    @property
+    def green(self):
+        return self.run.status == RunStatus.GREEN
+
+    def to_json(self):
+        return {
+            "target": self.target,
+            "with": self.companions,
+            "label": self.label,
+            "green": self.green,
+            "status": self.run.status,
+            "run": asdict(self.run),
+        }
+
+
+@dataclass
+class UpstreamRun:
+    """Upstream's tests run on one tree (the base, or the series): the counts per outcome and the run."""
+
+    passed: int
+    failed: int
+    skipped: int
+    error: int
+    total: int
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    log: str | None
+    run: dict  # the status of the pytest run and the tail of its output
+
+
+@dataclass
+class Regression:
+    """A test that passed on the base and does not with the series."""
+
+    id: str
+    base: str
+    series: str
+    log: str | None
+
+
+@dataclass
+class UpstreamTestsResult:
+    """`verify --upstream-tests`: upstream's own tests of one target, on the base and with the series."""
+
+    target: str
+    spec: str
+    files: list
+    missing: list
+    states: dict = field(default_factory=dict)  # "base" / "series" -> UpstreamRun
+    regressions: list = field(default_factory=list)  # Regression
+    fixed: list = field(default_factory=list)  # ids of tests that fail on the base and pass with the series
+    problems: list = field(default_factory=list)
+    ok: bool = True
+
+    def to_json(self):
+        return asdict(self)

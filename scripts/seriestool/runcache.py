@@ -1,34 +1,39 @@
 """Outcomes of earlier pytest runs of `verify`, reused while nothing they depend on has changed."""
 
-import hashlib
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from . import pyenv
+from .digests import sha256_file, sha256_of
+from .errors import SeriesError
 
 
 VERSION = 2
 KEEP = 500  # entries; the oldest ones go first
-# What an interpreter holds: its version and build, and every installed distribution with its version.
-ENVIRONMENT = r"""
-import importlib.metadata, json, sys
-dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
-print(json.dumps({"version": sys.version, "prefix": sys.prefix, "packages": dists}))
-"""
-
-
-def file_digest(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+# What of an interpreter's answer (pyenv.describe) an outcome depends on: its version and build, where it lives,
+# and every installed distribution with its version.
+ENVIRONMENT = ("version", "prefix", "packages")
 
 
 def tool_digest():
     """The tool's own code: a change to any of its modules may change an outcome."""
-    digest = hashlib.sha256()
     package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        digest.update(f"{path.relative_to(package)}\0{file_digest(path)}\0".encode())
-    return digest.hexdigest()
+    return sha256_of(
+        *(f"{path.relative_to(package)}\0{sha256_file(path)}\0" for path in sorted(package.rglob("*.py")))
+    )
+
+
+def for_verify(work, python, info, device):
+    """`verify`'s cache (<work>/cache/verify): its identity is the interpreter with what `pyenv.probe` answered
+    (`info`), the device (and the GPUs it may see) and the tool's own code."""
+    identity = {"python": str(python), "probe": info, "device": device, "tool": tool_digest()}
+    if device == "cuda":
+        identity["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    cache = RunCache(Path(work) / "cache" / "verify", identity)
+    cache.remember(python, info)
+    return cache
 
 
 class RunCache:
@@ -52,14 +57,17 @@ class RunCache:
         python = str(python)
         if python not in self._environments:
             try:
-                proc = subprocess.run(
-                    [python, "-c", ENVIRONMENT], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
-                )
-            except (OSError, subprocess.TimeoutExpired):
-                proc = None
-            ok = proc is not None and proc.returncode == 0 and proc.stdout.strip()
-            self._environments[python] = hashlib.sha256(proc.stdout.encode()).hexdigest() if ok else None
+                info = pyenv.describe(python)
+            except SeriesError:
+                self._environments[python] = None
+            else:
+                self.remember(python, info)
         return self._environments[python]
+
+    def remember(self, python, info):
+        """What `pyenv.describe(python)` answered in this run (verify asks it first): not asked again."""
+        answer = json.dumps({name: info.get(name) for name in ENVIRONMENT}, sort_keys=True)
+        self._environments[str(python)] = sha256_of(answer)
 
     def key(self, *, trees, expect, files, source_dir, python, device, env=None):
         """The key of a pytest run, or None when the interpreter cannot be asked what it holds (no reuse)."""
@@ -78,7 +86,7 @@ class RunCache:
             "device": device,
             "env": dict(env or {}),
         }
-        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+        return sha256_of(json.dumps(material, sort_keys=True))
 
     def get(self, key, log_path):
         """The stored outcome (a dict) with its log copied to `log_path`, or None."""

@@ -9,15 +9,11 @@ from . import base as base_mod
 from .git import Repo
 
 
-def _spec_key(spec, target):
-    return base_mod.key_of(spec, target) or f"{spec.kind}:{spec.location}@{spec.ref}"
-
-
 def prepare_scratch(ctx, target, spec, folder="verify"):
     """A tool-owned checkout of the base under <work>/<folder>/<target> (`verify`'s, or `bundle`'s), reused between
     runs."""
     path = ctx.work / folder / target.name
-    key = _spec_key(spec, target)
+    key = spec.key(target)
     clean_leftovers(ctx, target, folder)
     repo = Repo(path, isolated=True)
     if path.is_dir() and repo.is_work_tree() and repo.config("series.basekey") == key:

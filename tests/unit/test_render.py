@@ -406,3 +406,15 @@ def test_append_markdown(tmp_path):
     render.append_markdown(path, _report([_patch("0001")]))
     text = path.read_text(encoding="utf-8")
     assert text.startswith("before\n### Patch series verify: OK") and text.count("### Patch series verify") == 2
+
+
+def test_shown_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert render.shown_path(tmp_path / "logs" / "a.log") == "logs/a.log"
+    assert render.shown_path(str(tmp_path / "a.log")) == "a.log"
+    assert render.shown_path(tmp_path) == "."
+    assert render.shown_path(tmp_path / "..dots" / "a.log") == "..dots/a.log"  # below, though it starts with ..
+    outside = tmp_path.parent / "elsewhere" / "a.log"
+    assert render.shown_path(outside) == str(outside)  # outside: as it is
+    assert render.shown_path(tmp_path.parent) == str(tmp_path.parent)
+    assert render.shown_path("relative/a.log") == "relative/a.log"

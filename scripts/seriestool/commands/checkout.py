@@ -79,7 +79,7 @@ def clean_leftovers(dest, log):
 def run(args, ctx):
     target = ctx.manifest.default_target(args.target)
     check_patches(target)
-    spec = base_mod.parse_spec(args.base)
+    spec = base_mod.parse_spec(args.base, target)
     base_mod.check_spec(spec)
     dest = Path(args.dir).resolve() if args.dir else ctx.checkout_dir(target)
     clean_leftovers(dest, ctx.log)

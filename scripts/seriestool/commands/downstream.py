@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from .. import downstream, pyenv
-from ..archive import sha256_file
 from ..benchmark import loadavg
+from ..digests import sha256_file
 from ..errors import SeriesError
 from ..manifest import find_patch
 from ..runcache import RunCache

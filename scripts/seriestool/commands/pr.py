@@ -18,7 +18,7 @@ import textwrap
 from .. import base as base_mod
 from .. import downstream, patchfile, prtemplate, reports
 from ..am import check_patch
-from ..archive import sha256_file
+from ..digests import sha256_file
 from ..manifest import find_patch
 from ..results import is_test_file
 from ..statuses import Verdict
@@ -134,7 +134,7 @@ def diffstat(patch):
 def _base_phrase(target, report_target):
     base = report_target["base"]
     commit = (base.get("commit") or "")[:12]
-    spec = base_mod.parse_spec(None if base["spec"] == "sdist" else base["spec"])
+    spec = base_mod.parse_spec(base["spec"], target)
     if spec.kind == "sdist":
         return f"the {target.package} {report_target['version']} release"
     if spec.kind == "git":
