@@ -325,7 +325,9 @@ def run_logged(cmd, *, cwd, env, log_path, timeout):
 
 def parse_junit(path):
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    failing, kinds, cases = [], [], {}
+    failing: list = []
+    kinds: list = []
+    cases: dict = {}
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
@@ -700,7 +702,7 @@ def multi_gpu_run(runner, found, trees, paths_for, gpus, results, *, whole=True)
     Each entry of `found` gets `single` (its outcome in its patch's green run, on one GPU or the CPU) and
     `multi_gpu` (this run's, or why it did not run). `whole`: every patch was checked (not --patch). Returns the
     runs, one per target."""
-    runs = []
+    runs: list = []
     for entry in found:
         outcomes = _outcomes(entry, runner.cases)
         if entry["hides_gpus"]:

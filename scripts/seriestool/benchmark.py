@@ -245,7 +245,7 @@ def measure(ctx, python, trees, targets, plan):
     count_args = [*plan.worker_args(), "--count-syncs", "--steps", str(plan.count_steps)]
     counted = run_both(python, trees, targets, count_args, **common)
     loads.append(loadavg())
-    timings = {variant: [] for variant in VARIANTS}
+    timings: dict[str, list] = {variant: [] for variant in VARIANTS}
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
     for rep in range(plan.reps):
         lead, cpu = VARIANTS[rep % 2], cpus[(rep // 2) % len(cpus)]

@@ -166,7 +166,8 @@ def sdist_metadata(sdist):
         for member in tar.getmembers():
             parts = member.name.split("/")
             if len(parts) == 2 and parts[1] == "PKG-INFO" and member.isreg():
-                text = tar.extractfile(member).read().decode("utf-8", errors="replace")
+                fh = tar.extractfile(member)
+                text = fh.read().decode("utf-8", errors="replace") if fh else ""
                 message = email.parser.Parser().parsestr(text, headersonly=True)
                 return message.get_all("Requires-Dist") or [], message.get("Requires-Python") or ""
     raise SeriesError(f"{sdist.name} has no PKG-INFO: cannot tell what it needs")
@@ -225,7 +226,7 @@ def dist_members(dist):
 def imported_modules(sources):
     """(module, [names]) the test files import at module level (also under a module-level `if`), not the
     standard library's or the tests' own: what the runner imports once before the checks."""
-    wanted = {}
+    wanted: dict = {}
     stdlib = set(getattr(sys, "stdlib_module_names", ()))
 
     def visit(body):
@@ -277,7 +278,7 @@ def build_stages(ctx, target):
                 f"{target.name} {name} does not go onto the pinned base plus the earlier patches ({placed.status}"
                 f"{': ' + where if where else ''}): `verify` says more; no bundle was written"
             )
-        commit = repo.head()
+        commit = repo.out("rev-parse", "HEAD")
         changes = repo.changes(prev, commit)
         kept = [c.path for c in changes if c.status != "D"]
         modes = _modes(repo, commit, kept)

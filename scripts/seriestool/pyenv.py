@@ -8,7 +8,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .digests import sha256_of
 from .errors import SeriesError
@@ -19,18 +21,20 @@ MARKER = ".series-complete"
 RUFF_VERSION = "0.14.10"
 
 
-def venv_key(requirements):
+def venv_key(requirements: str | Path) -> str:
     """The venv's name: the requirements file and the Python that makes it."""
     python = f"{platform.python_implementation()}-{platform.python_version()}-{sys.platform}"
     return sha256_of(Path(requirements), python)[:16]
 
 
-def venv_python(venv_dir):
+def venv_python(venv_dir: str | Path) -> Path:
     sub = "Scripts/python.exe" if os.name == "nt" else "bin/python"
     return Path(venv_dir) / sub
 
 
-def interpreter(work, requirements, given=None, *, log=print):
+def interpreter(
+    work: Path, requirements: str | Path, given: str | None = None, *, log: Callable[[str], None] = print
+) -> Path:
     """The interpreter a command runs tests or scripts with: `given` (`--python`), else the pinned venv's."""
     if given:
         python = Path(given)
@@ -40,13 +44,13 @@ def interpreter(work, requirements, given=None, *, log=print):
     return ensure_venv(work, requirements, log=log)
 
 
-def pinned_count(requirements):
+def pinned_count(requirements: str | Path) -> int:
     """How many packages a requirements file pins (one `name==version` line each)."""
     text = Path(requirements).read_text(encoding="utf-8")
     return sum(1 for line in text.splitlines() if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*==", line))
 
 
-def _pip_error(log_path):
+def _pip_error(log_path: Path) -> str:
     """The line of pip's log that says what went wrong."""
     try:
         lines = [line.strip() for line in log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -56,7 +60,7 @@ def _pip_error(log_path):
     return errors[0] if errors else (lines[-1] if lines else "no output")
 
 
-def ensure_venv(work, requirements, *, log=print):
+def ensure_venv(work: str | Path, requirements: str | Path, *, log: Callable[[str], None] = print) -> Path:
     """Return the interpreter of `<work>/venv-<key>`, building it first when needed.
 
     The marker file is written only after a successful install, so a half-built venv (interrupted
@@ -92,10 +96,10 @@ def ensure_venv(work, requirements, *, log=print):
     cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
     cmd += ["-r", str(requirements)]
     with open(log_path, "w", encoding="utf-8") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
+        pip = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if pip.returncode != 0:
         raise SeriesError(
-            f"installing {requirements.name} into {venv_dir} failed (pip exit {proc.returncode}): "
+            f"installing {requirements.name} into {venv_dir} failed (pip exit {pip.returncode}): "
             f"{_pip_error(log_path)}; full log {log_path}; it is rebuilt on the next run"
         )
     log(f"venv: done in {time.monotonic() - started:.0f}s")
@@ -130,7 +134,7 @@ print(json.dumps(info))
 """
 
 
-def describe(python):
+def describe(python: str | Path) -> dict[str, Any]:
     """What `python` holds (PROBE): its version and build, prefix, pytest, torch (and CUDA), ruff, and a digest of
     every installed distribution with its version. A SeriesError when it cannot be asked."""
     try:
@@ -151,7 +155,7 @@ def describe(python):
     return info
 
 
-def probe(python, device="cpu"):
+def probe(python: str | Path, device: str = "cpu") -> dict[str, Any]:
     """`describe(python)`; an error when pytest or the pinned ruff is missing, or `device` is cuda and its torch
     has no CUDA."""
     info = describe(python)

@@ -3,7 +3,9 @@
 import json
 import os
 import shutil
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from . import pyenv
 from .digests import sha256_file, sha256_of
@@ -17,7 +19,7 @@ KEEP = 500  # entries; the oldest ones go first
 ENVIRONMENT = ("version", "prefix", "packages")
 
 
-def tool_digest():
+def tool_digest() -> str:
     """The tool's own code: a change to any of its modules may change an outcome."""
     package = Path(__file__).resolve().parent
     return sha256_of(
@@ -25,10 +27,10 @@ def tool_digest():
     )
 
 
-def for_verify(work, python, info, device):
+def for_verify(work: str | Path, python: str | Path, info: dict[str, Any], device: str) -> "RunCache":
     """`verify`'s cache (<work>/cache/verify): its identity is the interpreter with what `pyenv.probe` answered
     (`info`), the device (and the GPUs it may see) and the tool's own code."""
-    identity = {"python": str(python), "probe": info, "device": device, "tool": tool_digest()}
+    identity: dict[str, Any] = {"python": str(python), "probe": info, "device": device, "tool": tool_digest()}
     if device == "cuda":
         identity["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
     cache = RunCache(Path(work) / "cache" / "verify", identity)
@@ -47,12 +49,12 @@ class RunCache:
     anything else - a failure, a timeout - runs again the next time.
     """
 
-    def __init__(self, folder, identity):
+    def __init__(self, folder: str | Path, identity: dict[str, Any]) -> None:
         self.folder = Path(folder)
         self.identity = identity
-        self._environments = {}
+        self._environments: dict[str, str | None] = {}
 
-    def environment(self, python):
+    def environment(self, python: str | Path) -> str | None:
         """A digest of the version and the installed packages of `python`, or None when it cannot be asked."""
         python = str(python)
         if python not in self._environments:
@@ -64,12 +66,22 @@ class RunCache:
                 self.remember(python, info)
         return self._environments[python]
 
-    def remember(self, python, info):
+    def remember(self, python: str | Path, info: dict[str, Any]) -> None:
         """What `pyenv.describe(python)` answered in this run (verify asks it first): not asked again."""
         answer = json.dumps({name: info.get(name) for name in ENVIRONMENT}, sort_keys=True)
         self._environments[str(python)] = sha256_of(answer)
 
-    def key(self, *, trees, expect, files, source_dir, python, device, env=None):
+    def key(
+        self,
+        *,
+        trees: Any,
+        expect: str,
+        files: Iterable[str],
+        source_dir: str,
+        python: str | Path,
+        device: str,
+        env: Mapping[str, str] | None = None,
+    ) -> str | None:
         """The key of a pytest run, or None when the interpreter cannot be asked what it holds (no reuse)."""
         environment = self.environment(python)
         if environment is None:
@@ -88,7 +100,7 @@ class RunCache:
         }
         return sha256_of(json.dumps(material, sort_keys=True))
 
-    def get(self, key, log_path):
+    def get(self, key: str, log_path: str | Path) -> dict[str, Any] | None:
         """The stored outcome (a dict) with its log copied to `log_path`, or None."""
         entry, log = self.folder / f"{key}.json", self.folder / f"{key}.log"
         try:
@@ -100,7 +112,7 @@ class RunCache:
         outcome["log"] = str(log_path)
         return outcome
 
-    def put(self, key, outcome):
+    def put(self, key: str, outcome: dict[str, Any]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(outcome["log"], self.folder / f"{key}.log")
         tmp = self.folder / f".{key}.json.tmp"
@@ -108,7 +120,7 @@ class RunCache:
         os.replace(tmp, self.folder / f"{key}.json")
         self._prune()
 
-    def _prune(self):
+    def _prune(self) -> None:
         entries = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
         for entry in entries[: max(len(entries) - KEEP, 0)]:
             entry.unlink(missing_ok=True)

@@ -21,7 +21,9 @@ TAIL_LINES = 40
 def _parse_junit(path):
     """(counts, failing test ids, failure kinds, {test id: "passed" | "failed" | "errors" | "skipped"})."""
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    failing, kinds, outcomes = [], [], {}
+    failing: list[str] = []
+    kinds: list[str] = []
+    outcomes: dict[str, str] = {}
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
@@ -246,7 +248,8 @@ def combine_runs(runs, outcomes):
     flaky. The combined status is flaky when no test failed without ever passing and either some test is
     flaky or some runs were green (the others failed without a test to blame: a timeout, a crash); else it
     is the status of the first run that was not green (a test that fails every time is a failure)."""
-    failed_in, passed_in = Counter(), Counter()
+    failed_in: Counter[str] = Counter()
+    passed_in: Counter[str] = Counter()
     for per_test in outcomes:
         for test, outcome in per_test.items():
             if outcome in ("failed", "errors"):

@@ -6,10 +6,12 @@ import tempfile
 from pathlib import Path
 
 from . import base as base_mod
+from .context import Context
 from .git import Repo
+from .manifest import Target
 
 
-def prepare_scratch(ctx, target, spec, folder="verify"):
+def prepare_scratch(ctx: Context, target: Target, spec: base_mod.BaseSpec, folder: str = "verify") -> tuple[Repo, str]:
     """A tool-owned checkout of the base under <work>/<folder>/<target> (`verify`'s, or `bundle`'s), reused between
     runs."""
     path = ctx.work / folder / target.name
@@ -39,7 +41,7 @@ def prepare_scratch(ctx, target, spec, folder="verify"):
     return Repo(path, isolated=True), base
 
 
-def clean_leftovers(ctx, target, folder="verify"):
+def clean_leftovers(ctx: Context, target: Target, folder: str = "verify") -> None:
     """Staging folders of an interrupted run beside the scratch checkout of `target`."""
     parent = ctx.work / folder
     if parent.is_dir():

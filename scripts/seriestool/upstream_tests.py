@@ -87,7 +87,7 @@ def _copy_tests(root, files, dest):
 
 def outcomes(junit):
     """{test id: passed | failed | skipped | error} from a JUnit file (empty when there is none)."""
-    found = {}
+    found: dict[str, str] = {}
     try:
         root = ET.parse(junit).getroot()
     except (OSError, ET.ParseError):
@@ -137,7 +137,7 @@ def run(ctx, target, scratch, commits, spec, *, python, device, timeout):
     repo = _tree(ctx, target, scratch)
     logs = ctx.work / "logs" / "verify" / target.name
     logs.mkdir(parents=True, exist_ok=True)
-    found = {}
+    found: dict[str, dict[str, str]] = {}
     for state in commits:
         ctx.log(f"[{target.name} upstream tests] {len(files)} file(s) on the {state}")
         repo.reset_hard(f"{REFS}/{state}")

@@ -56,7 +56,7 @@ def verify_all(ctx, targets, spec, runs, *, spec_text, only=None, upstream=None)
     for target in targets:
         repo, base = prepare_scratch(ctx, target, spec)
         scratch[target.name] = (repo, base)
-        notes = []
+        notes: list[str] = []
         found.targets.append(
             {
                 "name": target.name,

@@ -51,7 +51,7 @@ def run(args, ctx):
     present = landed(repo, head, target.patch_paths(), ctx.work_dir())
     original = repo.current_branch() or head
     repo.run("checkout", "--quiet", "-b", branch)
-    results = []
+    results: list = []
     failed = None
     try:
         for name in target.patches:

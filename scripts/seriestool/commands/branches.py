@@ -102,7 +102,7 @@ def _build(ctx, target, repo, base, ref, identity, path, names, judged):
     Repo(path.parent, isolated=True).run("clone", "--quiet", "--shared", "--no-checkout", str(repo.path), str(path))
     scratch = Repo(path, isolated=True, env=identity)
     present = landed(scratch, base, target.patch_paths(), ctx.work_dir())
-    loaded = []
+    loaded: list = []
 
     def preimages():
         if not loaded:

@@ -76,7 +76,7 @@ def run(args, ctx):
     files, bundle = bundle_mod.build(ctx, targets, python)
     size, contents = bundle_mod.write(out, files, bundle)
 
-    tops = {}
+    tops: dict = {}
     for rel, (blob, _) in contents.items():
         top = rel.split("/", 1)[0] if "/" in rel else rel
         count, total = tops.get(top, (0, 0))

@@ -168,7 +168,7 @@ def place_as_verify(ctx, target, repo, base, *, keep):
     Returns (the patches that went in, [(patch, why)] left out, the patch that failed or None, its files)."""
     judged = reports.judged(ctx.work, target, base)
     present = landed(repo, base, target.patch_paths(), ctx.work_dir())
-    loaded = []
+    loaded: list = []
 
     def preimages():
         if not loaded:
@@ -193,7 +193,7 @@ def place_as_verify(ctx, target, repo, base, *, keep):
         if verdict is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
             left_out.append((name, f"fixed upstream differently, as the verify of {verdict.date} found"))
             continue
-        files = [conflict.file for conflict in placed.conflicts]
+        files: list[str] | None = [conflict.file for conflict in placed.conflicts]
         if keep:
             preimages()
             rest = [later for later in target.patches[index:] if target.patch_path(later) not in present]

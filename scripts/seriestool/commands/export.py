@@ -56,7 +56,7 @@ def run(args, ctx):
     dirty = [line for line in repo.status() if not line.startswith("??")]
     if dirty:
         raise SeriesError(f"{dest} has uncommitted changes ({dirty[0][3:]}); commit them first")
-    head = repo.head()
+    head = repo.out("rev-parse", "HEAD")
     if not repo.is_ancestor(base, head):
         raise SeriesError(f"HEAD of {dest} does not descend from {BASE_TAG}")
     commits = repo.commits(f"{BASE_TAG}..HEAD")

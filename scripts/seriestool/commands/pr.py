@@ -208,7 +208,7 @@ class Notes:
 
 def _blocks(blocks):
     """Paragraphs as lines, a blank line between two."""
-    lines = []
+    lines: list[str] = []
     for block in blocks:
         lines += ([""] if lines else []) + block.splitlines()
     return lines
