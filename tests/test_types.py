@@ -1,6 +1,6 @@
 """The tool's own code type-checks: mypy (pinned in scripts/requirements-test.txt, configured in pyproject.toml:
-every function of scripts/ annotated but the modules it lists as not yet, scripts/downstream_scenarios.py left
-out), the same command in tox, CI and here."""
+every function of scripts/ annotated and checked; scripts/downstream_scenarios.py left out for now), the same
+command in tox, CI and here."""
 
 import subprocess
 import sys

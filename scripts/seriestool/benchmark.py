@@ -16,14 +16,22 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import base as base_mod
 from .am import am_series, check_patches
+from .context import Context
 from .digests import sha256_of
 from .errors import SeriesError
-from .git import GitError, Repo
+from .git import GitError, Repo, StrPath
+from .manifest import Target
+
+
+JSON = dict[str, Any]
+Trees = dict[str, dict[str, Path]]  # target name -> {variant: source tree}
 
 
 VARIANTS = ("base", "series")
@@ -37,15 +45,15 @@ GOAL_RATIO = 1.01  # patched/unpatched time per optimizer step
 # -- the two source trees per target -----------------------------------------------------------------
 
 
-def tree_key(target):
+def tree_key(target: Target) -> str:
     """What the bench trees of `target` are made from: the pinned base and the bytes of every patch."""
-    parts = [base_mod.SDIST.key(target)]
+    parts: list[str | Path] = [base_mod.SDIST.key(target)]
     for path in target.patch_paths():
         parts += [path.name, "\0", path, "\0"]
     return sha256_of(*parts)[:16]
 
 
-def _trees_ok(folder, key):
+def _trees_ok(folder: Path, key: str) -> bool:
     series, base = Repo(folder / "series", isolated=True), Repo(folder / "base", isolated=True)
     try:
         if not (series.is_work_tree() and base.is_work_tree()) or series.config("series.benchkey") != key:
@@ -55,7 +63,7 @@ def _trees_ok(folder, key):
         return False
 
 
-def prepare_trees(ctx, target):
+def prepare_trees(ctx: Context, target: Target) -> dict[str, Path]:
     """<work>/bench/<target>/{base,series}: reused while the pin and the patches are unchanged."""
     check_patches(target)
     folder = ctx.work / "bench" / target.name
@@ -87,7 +95,7 @@ def prepare_trees(ctx, target):
 # -- running the worker ------------------------------------------------------------------------------
 
 
-def _worker_env(trees, targets, variant):
+def _worker_env(trees: Trees, targets: Sequence[Target], variant: str) -> dict[str, str]:
     env = dict(os.environ)
     # The trees are only ever made whole, never edited: their bytecode can be kept.
     for key in ("PYTHONSTARTUP", "PYTHONHOME", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"):
@@ -97,7 +105,7 @@ def _worker_env(trees, targets, variant):
     return env
 
 
-def _results(output, trees, targets, variant):
+def _results(output: str, trees: Trees, targets: Sequence[Target], variant: str) -> tuple[JSON, dict[str, JSON]]:
     lines = [json.loads(line[len(PREFIX) :]) for line in output.splitlines() if line.startswith(PREFIX)]
     info = next((line["info"] for line in lines if "info" in line), None)
     if info is None:
@@ -111,7 +119,18 @@ def _results(output, trees, targets, variant):
     return info, {line["case"]: line for line in lines if "case" in line}
 
 
-def run_both(python, trees, targets, worker_args, *, logs, timeout, paired, lead="base", cpu=None):
+def run_both(
+    python: StrPath,
+    trees: Trees,
+    targets: Sequence[Target],
+    worker_args: Sequence[str],
+    *,
+    logs: Path,
+    timeout: float,
+    paired: bool,
+    lead: str = "base",
+    cpu: int | None = None,
+) -> dict[str, tuple[JSON, dict[str, JSON]]]:
     """Run the worker for both variants at once; `paired` makes them alternate their optimizer steps,
     and `cpu` puts both on that CPU (CPUs of a machine differ: one may share its core with a busy neighbour).
     Their output goes to `<logs>-<variant>.log`.
@@ -176,14 +195,14 @@ def run_both(python, trees, targets, worker_args, *, logs, timeout, paired, lead
     return results
 
 
-def loadavg():
+def loadavg() -> float | None:
     try:
         return float(Path("/proc/loadavg").read_text(encoding="utf-8").split()[0])
     except (OSError, ValueError, IndexError):
         return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
-def machine():
+def machine() -> JSON:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     model = platform.processor() or platform.machine()
     try:
@@ -210,10 +229,10 @@ class Plan:
     warmup: int
     count_steps: int
     threads: int = 1
-    cases: list = field(default_factory=list)
+    cases: list[str] = field(default_factory=list)
     timeout: int = 900
 
-    def worker_args(self):
+    def worker_args(self) -> list[str]:
         """The arguments every worker run gets."""
         args = ["--warmup", str(self.warmup), "--threads", str(self.threads)]
         for case in self.cases:
@@ -226,14 +245,14 @@ class Measured:
     """What the runs gave: the counting run's info (torch, threads, model) and counts per variant, the results of
     each timed run per variant, the 1-minute load average along the way and the machine."""
 
-    info: dict
-    counts: dict
-    timings: dict
-    loads: list
-    host: dict  # machine()
+    info: JSON
+    counts: dict[str, dict[str, JSON]]  # variant -> case -> counts
+    timings: dict[str, list[dict[str, JSON]]]  # variant -> one {case: result} per timed run
+    loads: list[float]
+    host: JSON  # machine()
 
 
-def measure(ctx, python, trees, targets, plan):
+def measure(ctx: Context, python: StrPath, trees: Trees, targets: Sequence[Target], plan: Plan) -> Measured:
     """The counting run of both variants, then `plan.reps` timed pairs, each on one CPU (the variant that starts
     alternates every pair, the CPU every two). Logs under <work>/logs/bench/."""
     loads = [loadavg()]
@@ -241,18 +260,26 @@ def measure(ctx, python, trees, targets, plan):
     logs = ctx.work / "logs" / "bench"
     if logs.exists():
         shutil.rmtree(logs)
-    common = {"logs": logs / "count", "timeout": plan.timeout, "paired": False}
     count_args = [*plan.worker_args(), "--count-syncs", "--steps", str(plan.count_steps)]
-    counted = run_both(python, trees, targets, count_args, **common)
+    counted = run_both(python, trees, targets, count_args, logs=logs / "count", timeout=plan.timeout, paired=False)
     loads.append(loadavg())
-    timings: dict[str, list] = {variant: [] for variant in VARIANTS}
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
+    timings: dict[str, list[dict[str, JSON]]] = {variant: [] for variant in VARIANTS}
+    cpus: list[int | None] = [*sorted(os.sched_getaffinity(0))] if hasattr(os, "sched_getaffinity") else [None]
     for rep in range(plan.reps):
         lead, cpu = VARIANTS[rep % 2], cpus[(rep // 2) % len(cpus)]
         where = "" if cpu is None else f" on CPU {cpu}"
         ctx.log(f"timed pair {rep + 1}/{plan.reps}{where} ({LABELS[lead]} steps first)")
-        common = {"logs": logs / f"pair{rep + 1}", "timeout": plan.timeout, "paired": True, "lead": lead, "cpu": cpu}
-        timed = run_both(python, trees, targets, [*plan.worker_args(), "--steps", str(plan.steps)], **common)
+        timed = run_both(
+            python,
+            trees,
+            targets,
+            [*plan.worker_args(), "--steps", str(plan.steps)],
+            logs=logs / f"pair{rep + 1}",
+            timeout=plan.timeout,
+            paired=True,
+            lead=lead,
+            cpu=cpu,
+        )
         for variant in VARIANTS:
             timings[variant].append(timed[variant][1])
         loads.append(loadavg())
@@ -266,11 +293,11 @@ def measure(ctx, python, trees, targets, plan):
 METRICS = {"cpu": "step_cpu_s", "wall": "step_s"}
 
 
-def _ms(seconds):
+def _ms(seconds: float) -> float:
     return round(seconds * 1000, 2)
 
 
-def _stats(values):
+def _stats(values: Sequence[float]) -> JSON:
     if not values:
         return {"run_medians_ms": [], "median_ms": None, "min_ms": None, "max_ms": None}
     return {
@@ -281,7 +308,7 @@ def _stats(values):
     }
 
 
-def summarize(counts, timings):
+def summarize(counts: dict[str, dict[str, JSON]], timings: dict[str, list[dict[str, JSON]]]) -> list[JSON]:
     """Per case: for each variant the counts per step and, for CPU and wall time, the median step time of
     every timed run with their median and range; the ratios patched/unpatched of those medians."""
     rows = []
@@ -312,21 +339,21 @@ def summarize(counts, timings):
     return rows
 
 
-def _label(row):
+def _label(row: JSON) -> str:
     label = row["optim"] + (", GradScaler" if row["scaler"] else "")
     return label + (f", accumulation {row['accumulation']}" if row["accumulation"] > 1 else "")
 
 
-def _markdown(head, rows):
+def _markdown(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
 
 
-def _time_cell(stats):
+def _time_cell(stats: JSON) -> str:
     return f"{stats['median_ms']:.2f} ({stats['min_ms']:.2f}-{stats['max_ms']:.2f})"
 
 
-def time_table(rows):
+def time_table(rows: Sequence[JSON]) -> str:
     head = ["case", "optimizer", "unpatched CPU ms/step", "patched CPU ms/step", "ratio", "ratio per pair"]
     head.append("wall-time ratio")
     body = []
@@ -339,7 +366,7 @@ def time_table(rows):
     return _markdown(head, body)
 
 
-def count_table(rows):
+def count_table(rows: Sequence[JSON]) -> str:
     head = ["case", "optimizer", "host syncs/step", "added (budget)", "torch calls/step", "Python calls/step"]
     body = []
     for row in rows:
@@ -358,7 +385,7 @@ def count_table(rows):
     return _markdown(head, body)
 
 
-def result_lines(rows, measured, plan):
+def result_lines(rows: Sequence[JSON], measured: Measured, plan: Plan) -> list[str]:
     """The README's Performance section: the tables (times only after timed pairs), the machine, what was
     measured and how."""
     host, info, loads = measured.host, measured.info, measured.loads
@@ -387,7 +414,7 @@ def result_lines(rows, measured, plan):
     return lines
 
 
-def verdict(rows, plan):
+def verdict(rows: Sequence[JSON], plan: Plan) -> str:
     """Whether the host syncs are within budget, and with timed pairs in how many cases the CPU-time ratio is."""
     syncs_ok = all(row["syncs_ok"] for row in rows)
     text = f"host syncs {'within budget' if syncs_ok else 'OVER BUDGET'}"
@@ -401,7 +428,7 @@ def verdict(rows, plan):
     return text
 
 
-def report(rows, measured, plan, python, duration):
+def report(rows: list[JSON], measured: Measured, plan: Plan, python: StrPath, duration: float) -> JSON:
     """`bench --json`'s report."""
     info = measured.info
     return {

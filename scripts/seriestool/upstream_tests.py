@@ -14,11 +14,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import base as base_mod
+from .context import Context
 from .digests import sha256_of
 from .errors import SeriesError
-from .git import GitError, Repo
+from .git import GitError, Repo, StrPath
+from .manifest import Target
 from .render import shown_path, wrap
-from .results import Regression, UpstreamRun, UpstreamTestsResult
+from .results import PytestRun, Regression, UpstreamRun, UpstreamTestsResult
 from .runners import run_pytest
 from .statuses import RunStatus
 
@@ -29,7 +31,7 @@ REFS = "refs/series/upstream-tests"
 ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def fetch_tests(ctx, spec, target):
+def fetch_tests(ctx: Context, spec: str, target: Target) -> Path:
     """The folder holding upstream's `tests/` for `spec`."""
     parsed = base_mod.parse_spec(spec, target, option="--upstream-tests")
     location, ref = parsed.location, parsed.ref
@@ -64,11 +66,11 @@ def fetch_tests(ctx, spec, target):
     return dest
 
 
-def _copy_tests(root, files, dest):
+def _copy_tests(root: Path, files: list[str], dest: Path) -> None:
     """Copy into `dest` the folders holding `files` (whole), the files beside every folder above them up
     to `tests/` (package markers, conftest, helpers) and `tests/fixtures`."""
     folders = {Path(f).parent for f in files}
-    tops = set()
+    tops: set[Path] = set()
     for folder in folders:
         shutil.copytree(root / folder, dest / folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
         for above in [folder, *folder.parents]:
@@ -85,7 +87,7 @@ def _copy_tests(root, files, dest):
         shutil.copytree(fixtures, dest / "tests" / "fixtures", dirs_exist_ok=True)
 
 
-def outcomes(junit):
+def outcomes(junit: StrPath) -> dict[str, str]:
     """{test id: passed | failed | skipped | error} from a JUnit file (empty when there is none)."""
     found: dict[str, str] = {}
     try:
@@ -105,7 +107,7 @@ def outcomes(junit):
     return found
 
 
-def _tree(ctx, target, scratch):
+def _tree(ctx: Context, target: Target, scratch: Repo) -> Repo:
     """A tool-owned checkout (<work>/upstream-tests/<target>/tree) fed with the scratch repository's commits."""
     path = ctx.work / "upstream-tests" / target.name / "tree"
     repo = Repo(path, isolated=True)
@@ -119,7 +121,17 @@ def _tree(ctx, target, scratch):
     return repo
 
 
-def run(ctx, target, scratch, commits, spec, *, python, device, timeout):
+def run(
+    ctx: Context,
+    target: Target,
+    scratch: Repo,
+    commits: dict[str, str],
+    spec: str,
+    *,
+    python: StrPath,
+    device: str,
+    timeout: float | None,
+) -> UpstreamTestsResult:
     """Run the target's `upstream_tests` from `spec` on each of `commits` ({"base": id, "series": id}) of
     the scratch repository."""
     root = fetch_tests(ctx, spec, target)
@@ -142,10 +154,17 @@ def run(ctx, target, scratch, commits, spec, *, python, device, timeout):
         ctx.log(f"[{target.name} upstream tests] {len(files)} file(s) on the {state}")
         repo.reset_hard(f"{REFS}/{state}")
         _copy_tests(root, files, repo.path)
-        common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir, "files": files}
         stem = logs / f"upstream-tests.{state}"
         pytest_run = run_pytest(
-            **common, device=device, log_stem=stem, timeout=timeout, expect=RunStatus.GREEN, extra_env=ENV
+            python=python,
+            repo_dir=repo.path,
+            source_dir=target.source_dir,
+            files=files,
+            device=device,
+            log_stem=stem,
+            timeout=timeout,
+            expect=RunStatus.GREEN,
+            extra_env=ENV,
         )
         found[state] = outcomes(Path(f"{stem}.xml"))
         result.states[state] = _state(found[state], pytest_run)
@@ -154,7 +173,7 @@ def run(ctx, target, scratch, commits, spec, *, python, device, timeout):
     return result
 
 
-def _state(found, pytest_run):
+def _state(found: dict[str, str], pytest_run: PytestRun) -> UpstreamRun:
     counts = {name: sum(1 for v in found.values() if v == name) for name in STATES}
     return UpstreamRun(
         **counts,
@@ -167,7 +186,7 @@ def _state(found, pytest_run):
     )
 
 
-def compare(result, base, series):
+def compare(result: UpstreamTestsResult, base: dict[str, str], series: dict[str, str]) -> None:
     """Fill in the regressions (passed on the base, neither passed nor skipped with the series), the fixed tests
     and the verdict of `result` from the outcomes per test id on both trees."""
     if not any(v == "passed" for v in base.values()):
@@ -181,12 +200,12 @@ def compare(result, base, series):
     result.ok = not result.regressions and not result.problems
 
 
-def _counts(state):
+def _counts(state: UpstreamRun) -> str:
     counts = ", ".join(f"{getattr(state, name)} {name}" for name in STATES)
     return f"{counts} ({state.duration_s:.0f}s)"
 
 
-def lines(result):
+def lines(result: UpstreamTestsResult) -> list[str]:
     """What `verify` prints about one target's upstream tests."""
     out = []
     head = f"{result.target} upstream tests ({len(result.files)} file(s) from {result.spec})"
@@ -196,7 +215,7 @@ def lines(result):
     for problem in result.problems:
         out += wrap(f"{result.target} upstream tests: {problem}")
     for reg in result.regressions:
-        log = shown_path(reg.log)
+        log = shown_path(reg.log) if reg.log is not None else reg.log
         out.append(f"  REGRESSION {reg.id}: {reg.base} on the base, {reg.series} with the series (log {log})")
     if result.fixed:
         out.append(f"  {len(result.fixed)} test(s) fail on the base and pass with the series")

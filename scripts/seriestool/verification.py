@@ -4,12 +4,19 @@ upstream's own tests; what it prints and the JSON report."""
 
 import datetime
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import patchfile, placement, upstream_tests
+from .base import BaseSpec
+from .context import Context
+from .git import Repo
+from .manifest import Target
 from .render import problem_lines, shown_path, table
-from .results import SCHEMA_VERSION, CompanionResult, PatchResult, PytestRun, is_test_file
+from .results import SCHEMA_VERSION, CompanionResult, PatchResult, PytestRun, UpstreamTestsResult, is_test_file
+from .runcache import RunCache
 from .runners import cached_pytest, repeated_pytest, run_pytest, run_style
 from .scratch import prepare_scratch
 from .statuses import BaseStatus, RunStatus, Verdict
@@ -23,7 +30,7 @@ class Runs:
     python: Path
     device: str
     timeout: int
-    cache: object = None  # runcache.RunCache
+    cache: RunCache | None = None
     repeat: int = 1
 
 
@@ -32,13 +39,13 @@ class Verification:
     """What `verify` found: each target's entry of the report, the patches' results, the companion stages and
     upstream's own tests."""
 
-    targets: list = field(default_factory=list)
-    results: list = field(default_factory=list)  # PatchResult
-    companions: list = field(default_factory=list)  # CompanionResult
-    upstream_tests: list = field(default_factory=list)  # UpstreamTestsResult
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    results: list[PatchResult] = field(default_factory=list)
+    companions: list[CompanionResult] = field(default_factory=list)
+    upstream_tests: list[UpstreamTestsResult] = field(default_factory=list)
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """Conflicts and failed checks need a maintainer; a patch already upstream is only news."""
         return (
             all(Verdict(res.verdict).passed for res in self.results)
@@ -47,12 +54,22 @@ class Verification:
         )
 
 
-def verify_all(ctx, targets, spec, runs, *, spec_text, only=None, upstream=None):
+def verify_all(
+    ctx: Context,
+    targets: list[Target],
+    spec: BaseSpec,
+    runs: Runs,
+    *,
+    spec_text: str,
+    only: set[str] | None = None,
+    upstream: tuple[Target, str] | None = None,
+) -> Verification:
     """Each target's patches on the base `spec` (written `spec_text`), in a scratch checkout each; then, when every
     patch was checked (`only` None), each target with its companions; then upstream's tests (`upstream`: the target
     and its `--upstream-tests` spec, or None)."""
     found = Verification()
-    scratch, tops = {}, {}
+    scratch: dict[str, tuple[Repo, str]] = {}
+    tops: dict[str, str] = {}
     for target in targets:
         repo, base = prepare_scratch(ctx, target, spec)
         scratch[target.name] = (repo, base)
@@ -70,7 +87,7 @@ def verify_all(ctx, targets, spec, runs, *, spec_text, only=None, upstream=None)
             ctx.out(f"no patches for {target.name}: nothing to verify")
             continue
         found.results += verify_target(ctx, target, repo, base, runs, only=only, spec=spec, notes=notes)
-        tops[target.name] = repo.head()
+        tops[target.name] = repo.out("rev-parse", "HEAD")
     if only is None:
         for target in targets:
             companion = verify_with_companions(ctx, target, found.results, scratch, runs)
@@ -80,12 +97,22 @@ def verify_all(ctx, targets, spec, runs, *, spec_text, only=None, upstream=None)
         target, text = upstream
         repo, base = scratch[target.name]
         commits = {"base": base, "series": tops.get(target.name, base)}
-        common = {"python": runs.python, "device": runs.device, "timeout": runs.timeout}
+        common: dict[str, Any] = {"python": runs.python, "device": runs.device, "timeout": runs.timeout}
         found.upstream_tests.append(upstream_tests.run(ctx, target, repo, commits, text, **common))
     return found
 
 
-def verify_target(ctx, target, repo, base, runs, *, only=None, spec=None, notes=None):
+def verify_target(
+    ctx: Context,
+    target: Target,
+    repo: Repo,
+    base: str,
+    runs: Runs,
+    *,
+    only: set[str] | None = None,
+    spec: BaseSpec | None = None,
+    notes: list[str] | None = None,
+) -> list[PatchResult]:
     """The results of `target`'s patches; with `runs.repeat` > 1 each green stage runs that many times (flakes)."""
     python, device, timeout, cache, repeat = runs.python, runs.device, runs.timeout, runs.cache, runs.repeat
     results = []
@@ -95,8 +122,8 @@ def verify_target(ctx, target, repo, base, runs, *, only=None, spec=None, notes=
     logs.mkdir(parents=True)
     moved = spec is not None and spec.kind != "sdist"
 
-    def run_red(files, stem):
-        common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
+    def run_red(files: list[str], stem: Path) -> PytestRun:
+        common: dict[str, Any] = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
         return run_pytest(
             log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, files=files, device=device, timeout=timeout, **common
         )
@@ -127,7 +154,7 @@ def verify_target(ctx, target, repo, base, runs, *, only=None, spec=None, notes=
             continue
         res.applies = True
         went_in.add(name)
-        commit = repo.head()
+        commit = repo.out("rev-parse", "HEAD")
         res.applies_alone = repo.apply_check_on(base, patch, ctx.work)
         if not res.applies_alone and res.base_status == BaseStatus.CLEAN:
             _check_dependencies(ctx, target, repo, base, res, patch, went_in)
@@ -185,23 +212,23 @@ def verify_target(ctx, target, repo, base, runs, *, only=None, spec=None, notes=
     return results
 
 
-def _run_progress(ctx, what, repeat):
+def _run_progress(ctx: Context, what: str, repeat: int) -> Callable[[int, PytestRun], None]:
     """One line per repeated run: `--repeat 50` of a slow test is minutes without one."""
 
-    def show(number, run):
+    def show(number: int, run: PytestRun) -> None:
         ctx.log(f"{what} run {number}/{repeat}: {run.status} ({run.duration_s:.1f}s)")
 
     return show
 
 
-def _progress(run, first, second):
+def _progress(run: PytestRun, first: str, second: str) -> str:
     when = "earlier identical run" if run.cached else f"{run.duration_s:.1f}s"
     if run.runs > 1:
         when = f"{run.run_statuses.count(RunStatus.GREEN)} of {run.runs} runs green, {when}"
     return f"{run.status} {getattr(run, first)}/{getattr(run, second)} {first}/{second} ({when})"
 
 
-def run_detail(run, limit=5):
+def run_detail(run: PytestRun, limit: int = 5) -> str:
     """What a failed check needs on the console: the failing test ids and the log."""
     parts = []
     if run.flaky:
@@ -221,7 +248,9 @@ def run_detail(run, limit=5):
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def _check_dependencies(ctx, target, repo, base, res, patch, went_in):
+def _check_dependencies(
+    ctx: Context, target: Target, repo: Repo, base: str, res: PatchResult, patch: Path, went_in: set[str]
+) -> None:
     """A patch that applies in the series but not alone on the base needs an earlier one: the manifest must say
     which (`[targets.<target>.depends]`), so that it is submitted after it. Else it is a hidden dependency."""
     needs = [dep for dep in target.depends_on(res.name) if dep in went_in]
@@ -242,7 +271,9 @@ def _check_dependencies(ctx, target, repo, base, res, patch, went_in):
         )
 
 
-def verify_with_companions(ctx, target, results, scratch, runs):
+def verify_with_companions(
+    ctx: Context, target: Target, results: list[PatchResult], scratch: dict[str, tuple[Repo, str]], runs: Runs
+) -> CompanionResult | None:
     """Run all of `target`'s regression tests on its fully patched checkout with the patched sources of the
     targets in `target.verify_with` on PYTHONPATH: the series must not depend on, nor break with, its companions.
 
@@ -280,7 +311,7 @@ def verify_with_companions(ctx, target, results, scratch, runs):
     return CompanionResult(target=target.name, companions=[other.name for other in others], label=label, run=run)
 
 
-def companion_line(companion):
+def companion_line(companion: CompanionResult) -> str:
     """What `verify` prints about a companion stage."""
     run = companion.run
     verdict = "ok" if companion.green else f"FAIL ({run.status})"
@@ -292,11 +323,11 @@ def companion_line(companion):
     return f"{companion.label}: {verdict}, {counts}"
 
 
-def _count(number, word, plural=None):
+def _count(number: int, word: str, plural: str | None = None) -> str:
     return f"{number} {word if number == 1 else plural or word + 's'}"
 
 
-def console_lines(found, *, only, duration, logs):
+def console_lines(found: Verification, *, only: set[str] | None, duration: float, logs: Path) -> list[str]:
     """What `verify` prints when it is done: the table, the problems, the companion stages, upstream's tests, the
     reused runs and the verdict line."""
     lines = []
@@ -323,7 +354,7 @@ def console_lines(found, *, only, duration, logs):
     return lines
 
 
-def report(found, runs, info, duration):
+def report(found: Verification, runs: Runs, info: dict[str, Any], duration: float) -> dict[str, Any]:
     """The JSON report (docs/reviewer-ci.md, "The JSON report")."""
     return {
         "schema_version": SCHEMA_VERSION,

@@ -1,11 +1,13 @@
 """`bench`: the unpatched and the patched Trainer side by side: time per optimizer step and host syncs."""
 
+import argparse
 import json
 import time
 from pathlib import Path
 
 from .. import pyenv
 from ..benchmark import Plan, measure, prepare_trees, report, result_lines, summarize, verdict
+from ..context import Context
 from ..errors import SeriesError
 
 
@@ -27,7 +29,7 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=8, metavar="N", help="timed pairs of runs (8)")
     p.add_argument("--steps", type=int, default=40, metavar="N", help="timed optimizer steps per run and case (40)")
     p.add_argument("--warmup", type=int, default=5, metavar="N", help="optimizer steps before measuring (5)")
@@ -40,7 +42,7 @@ def add_arguments(p):
     p.add_argument("--timeout", type=int, default=900, metavar="S", help="limit per benchmark process (900)")
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
     targets = ctx.manifest.select()
     if args.reps < 1 or args.steps < 1 or args.warmup < 1 or args.count_steps < 1:

@@ -9,8 +9,9 @@ from pathlib import Path
 from .. import base as base_mod
 from .. import pyenv, render, reports, runcache
 from ..am import check_patches
+from ..context import Context
 from ..errors import SeriesError
-from ..manifest import find_patch
+from ..manifest import Target, find_patch
 from ..verification import Runs, console_lines, report, verify_all
 
 
@@ -41,7 +42,7 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="only this target (default: all)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu hides GPUs; cuda needs CUDA torch")
     p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR or git:URL@REF; needs --target")
@@ -77,7 +78,7 @@ def add_arguments(p):
     )
 
 
-def positive_seconds(text):
+def positive_seconds(text: str) -> int:
     """--test-timeout: a whole number of seconds above 0 (a negative or zero limit would fail every run)."""
     try:
         value = int(text)
@@ -88,7 +89,7 @@ def positive_seconds(text):
     return value
 
 
-def check_writable(path, option):
+def check_writable(path: str | Path, option: str) -> None:
     """Bad input, before the run, when the report file `path` cannot be written: a run of many minutes must not
     end in an error. An existing file is opened for appending (its content is not changed); a new one is made and
     removed again."""
@@ -106,7 +107,7 @@ def check_writable(path, option):
         raise SeriesError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
-def _repeat(value):
+def _repeat(value: str) -> int:
     """--repeat N: a whole number of runs, at least 1 (argparse turns the error into one line, exit 2)."""
     try:
         number = int(value)
@@ -117,7 +118,7 @@ def _repeat(value):
     return number
 
 
-def resolve_patch(targets, wanted, *, explicit):
+def resolve_patch(targets: list[Target], wanted: str, *, explicit: bool) -> str:
     """The patch file `wanted` names (number, file name or name without .patch) among `targets`. A number that
     several targets have is an error without --target: picking one would check the other target's patch."""
     found = []
@@ -135,7 +136,7 @@ def resolve_patch(targets, wanted, *, explicit):
     return found[0][1]
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
     targets, spec, only, upstream = _read_input(args, ctx)
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
@@ -157,7 +158,9 @@ def run(args, ctx):
     return 0 if found.ok else 1
 
 
-def _read_input(args, ctx):
+def _read_input(
+    args: argparse.Namespace, ctx: Context
+) -> tuple[list[Target], base_mod.BaseSpec, set[str] | None, tuple[Target, str] | None]:
     """Everything `run` needs from the arguments, checked before any work (bad input: one error line): the targets,
     the base, the patches to check (None: all) and the target and spec of --upstream-tests (or None)."""
     targets = ctx.manifest.select(args.target)
