@@ -64,7 +64,7 @@ MODULES = {
         ["unit/test_benchmark.py"],
         ["test_bench.py"],
     ),  # fmt: skip
-    "digests.py": (None, ["unit/test_digests.py"], ["test_archive.py"]),
+    "digests.py": (None, ["unit/test_digests.py"], ["test_checkout.py"]),
     "manifest.py": (None, ["unit/test_manifest.py"], ["test_cli.py", "test_export.py", "test_landed_and_depends.py"]),
     "patchfile.py": (None, ["unit/test_patchfile.py"], ["test_errors.py", "test_apply.py", "test_upstream.py"]),
     "placement.py": (None, ["unit/test_placement.py"], ["test_upstream.py", "test_landed_and_depends.py"]),

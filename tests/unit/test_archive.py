@@ -175,6 +175,19 @@ def test_an_unsafe_archive_writes_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]
 
 
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_every_refused_archive_writes_nothing(tmp_path, case):
+    """What check_members refuses, extract_stripped refuses before anything is written: not the destination, not
+    a staging folder, not the escaping file."""
+    members, message = REFUSED[case]
+    archive = _tarball(tmp_path / "a.tar.gz", [(info, b"x" if info.isreg() else None) for info in members])
+    with pytest.raises(UnsafeArchive) as raised:
+        extract_stripped(archive, tmp_path / "out")
+    assert str(raised.value) == message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]
+    assert not (tmp_path.parent / "evil").exists() and not (tmp_path.parent / "outside").exists()
+
+
 def test_a_file_that_is_not_an_archive(tmp_path):
     archive = tmp_path / "a.tar.gz"
     archive.write_bytes(b"not a tarball")
