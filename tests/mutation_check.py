@@ -46,7 +46,24 @@ MODULES = {
         ["unit/test_specs.py"],
         ["test_upstream.py", "test_errors.py"],
     ),
+    "bundle.py": (
+        [
+            "sdist_metadata",
+            "_names",
+            "dist_members",
+            "imported_modules",
+            "_modes",
+            "tool_state",
+            "_canonical",
+            "_read",
+            "write",
+            "_info",
+        ],
+        ["unit/test_bundle.py"],
+        ["test_bundle.py"],
+    ),  # fmt: skip
     "cli.py": (None, ["unit/test_cli.py"], ["test_cli.py", "test_errors.py", "test_interrupt.py"]),
+    "clone.py": (None, ["unit/test_clone.py"], ["test_apply.py", "test_branches.py"]),
     "commands/selftest.py": (["pytest_command", "run"], ["unit/test_cli.py"], ["test_cli.py"]),
     "benchmark.py": (
         [
@@ -63,6 +80,22 @@ MODULES = {
         ],
         ["unit/test_benchmark.py"],
         ["test_bench.py"],
+    ),  # fmt: skip
+    "downstream.py": (
+        [
+            "layer_files",
+            "_close",
+            "_short",
+            "_weights_differ",
+            "_log_differs",
+            "compare",
+            "describe",
+            "bisect",
+            "_last_of_target",
+            "declared_fields",
+        ],
+        ["unit/test_downstream.py"],
+        ["test_downstream.py"],
     ),  # fmt: skip
     "digests.py": (None, ["unit/test_digests.py"], ["test_checkout.py"]),
     "manifest.py": (None, ["unit/test_manifest.py"], ["test_cli.py", "test_export.py", "test_landed_and_depends.py"]),
@@ -87,6 +120,7 @@ MODULES = {
         ["unit/test_verification.py"],
         ["test_verify.py", "test_verify_repeat.py"],
     ),  # fmt: skip
+    "prtemplate.py": (None, ["unit/test_prtemplate.py"], ["test_pr.py", "test_branches.py"]),
     "pyenv.py": (
         ["venv_key", "venv_python", "interpreter", "pinned_count", "_pip_error", "describe", "probe"],
         ["unit/test_pyenv.py"],
