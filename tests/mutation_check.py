@@ -128,7 +128,11 @@ MODULES = {
     ),
     "reports.py": (None, ["unit/test_reports.py"], ["test_pr.py", "test_verify.py"]),
     "render.py": (None, ["unit/test_render.py"], ["test_verify.py", "test_upstream.py"]),
-    "results.py": (None, ["unit/test_results.py", "unit/test_render.py"], ["test_verify.py"]),
+    "results.py": (
+        None,
+        ["unit/test_results.py", "unit/test_render.py", "unit/test_verification.py", "unit/test_upstream_tests.py"],
+        ["test_verify.py"],
+    ),
     "runcache.py": (None, ["unit/test_runcache.py"], ["test_verify_cache.py"]),
     "runners.py": (
         ["_parse_junit", "_tail", "run_pytest", "cached_pytest"],

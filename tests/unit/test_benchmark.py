@@ -163,3 +163,23 @@ def test_result_lines_and_report(reps):
         "duration_s": 12.5,
     }  # fmt: skip
     assert benchmark.report(_rows(series_syncs=16), measured, plan, "/py", 1)["syncs_ok"] is False
+
+
+def test_rounding_the_boundary_and_the_labels():
+    [row] = _rows(base_cpu=(0.003, 0.003), series_cpu=(0.0031, 0.0031))
+    assert row["ratio_cpu"] == 1.0333 and row["pair_ratios_cpu"] == [1.0333, 1.0333]  # 4 decimals
+    [odd] = _rows(base_syncs=3, series_syncs=4, budget=1)
+    assert odd["added_syncs_per_step"] == 0.25 and odd["syncs_ok"]
+    counts = {"base": {"fp32": _counted(1, steps=3)}, "series": {"fp32": _counted(2, steps=3)}}
+    [thirds] = benchmark.summarize(counts, {"base": [], "series": []})
+    assert thirds["added_syncs_per_step"] == 0.333333  # 6 decimals
+    [edge] = _rows(base_cpu=(0.1, 0.1), series_cpu=(0.101, 0.101))
+    assert edge["ratio_cpu"] == benchmark.GOAL_RATIO
+    plan = Plan(reps=2, steps=5, warmup=1, count_steps=4)
+    assert benchmark.verdict([edge], plan).endswith("<= 1.01 in 1 of 1 cases, per pair (median) in 1 of 1")
+    assert benchmark.time_table([edge]).splitlines()[0] == (
+        "| case | optimizer | unpatched CPU ms/step | patched CPU ms/step | ratio | ratio per pair | wall-time ratio |"
+    )
+    assert benchmark._label(dict(edge, accumulation=1)) == "adamw"
+    assert benchmark._label(dict(edge, accumulation=2)) == "adamw, accumulation 2"
+    assert Plan(reps=1, steps=1, warmup=1, count_steps=1).timeout == 900

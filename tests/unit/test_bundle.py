@@ -107,7 +107,7 @@ def test_modes_and_tool_state(repo, tmp_path):
 def test_the_archive_is_reproducible_and_lists_every_file(tmp_path):
     blob = tmp_path / "blob.bin"
     blob.write_bytes(b"\x00data")
-    files = {"b/run.py": (b"print()\n", True), "a.txt": (blob, False)}
+    files = {"b/run.py": (b"print()\n", True), "a.txt": (blob, False), "b/c/d.txt": (b"d", False), "b/e": (b"", False)}
     out = tmp_path / "bundle.tar.gz"
     size, contents = bundle.write(out, files, {"schema": bundle.SCHEMA})
     assert size == out.stat().st_size and oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
@@ -116,22 +116,34 @@ def test_the_archive_is_reproducible_and_lists_every_file(tmp_path):
     assert out.read_bytes() == first  # the same inputs, byte for byte the same archive
     with tarfile.open(out) as tar:
         members = {m.name: m for m in tar.getmembers()}
-        assert list(members) == [
+        names = [m.name for m in tar.getmembers()]
+        assert names == [
             bundle.TOP,
             f"{bundle.TOP}/a.txt",
             f"{bundle.TOP}/b",
+            f"{bundle.TOP}/b/c",
+            f"{bundle.TOP}/b/c/d.txt",
+            f"{bundle.TOP}/b/e",
             f"{bundle.TOP}/b/run.py",
             f"{bundle.TOP}/bundle.json",
-        ]
+        ]  # each folder once, before what it holds
+        folders = [members[name] for name in (bundle.TOP, f"{bundle.TOP}/b", f"{bundle.TOP}/b/c")]
+        assert all(m.isdir() and m.mode == 0o755 and m.size == 0 for m in folders)
+        assert members[f"{bundle.TOP}/bundle.json"].mode == 0o644
         assert {m.mtime for m in members.values()} == {bundle.MTIME}
         assert {(m.uid, m.gid, m.uname, m.gname) for m in members.values()} == {(0, 0, "", "")}
         assert members[f"{bundle.TOP}/b/run.py"].mode == 0o755 and members[f"{bundle.TOP}/a.txt"].mode == 0o644
         assert members[f"{bundle.TOP}/b"].isdir() and members[f"{bundle.TOP}/b"].mode == 0o755
-        data = json.loads(tar.extractfile(f"{bundle.TOP}/bundle.json").read())
+        text = tar.extractfile(f"{bundle.TOP}/bundle.json").read().decode()
+    data = json.loads(text)
+    assert text == json.dumps(data, indent=2) + "\n"
+    assert first[4:8] == b"\0\0\0\0"  # the gzip header's date: none
     assert data == {
         "schema": bundle.SCHEMA,
         "files": {
             "a.txt": hashlib.sha256(b"\x00data").hexdigest(),
+            "b/c/d.txt": hashlib.sha256(b"d").hexdigest(),
+            "b/e": hashlib.sha256(b"").hexdigest(),
             "b/run.py": hashlib.sha256(b"print()\n").hexdigest(),
         },
     }

@@ -119,3 +119,76 @@ def test_a_layer_file_must_pin_one_package(tmp_path):
         downstream.layer_files(requirements)
     (tmp_path / "requirements-downstream-b.txt").write_text("# b\nb==1.5\n", encoding="utf-8")
     assert list(downstream.layer_files(requirements)) == ["b-1.5"]
+
+
+def _weights(sha="a", tensors=2, fingerprint=((1.5, 2.0), (0.0, 4.0))):
+    return {"sha256": sha * 64, "tensors": tensors, "fingerprint": [list(pair) for pair in fingerprint]}
+
+
+def test_how_weights_differ():
+    differ = downstream._weights_differ
+    assert differ(None, None) is None
+    assert differ(None, _weights()) == "none -> some"
+    assert differ(_weights(), None) == "some -> none"
+    assert differ(_weights(), _weights()) is None  # the same bytes
+    assert (
+        differ(_weights(), _weights("b", fingerprint=((9.0, 9.0), (9.0, 9.0)), tensors=2)) == "2 of 2 tensors differ"
+    )
+    assert differ(_weights(), _weights("b", tensors=3)) == "2 -> 3 tensors"
+    # a sum near 0 compares on the scale of the tensor's norm
+    assert differ(_weights(fingerprint=((1e-3, 1e3),)), _weights("b", fingerprint=((1.5e-3, 1e3),))) is None
+    assert differ(_weights(fingerprint=((1e-3, 1e3),)), _weights("b", fingerprint=((0.2, 1e3),))) is not None
+    assert differ(_weights(fingerprint=((0.0, 1.0),)), _weights("b", fingerprint=((2e-5, 1.0),))) is not None
+    # the same sums, other norms
+    assert differ(_weights(fingerprint=((1.0, 1.0),)), _weights("b", fingerprint=((1.0, 1.1),))) is not None
+    inf = float("inf")
+    assert differ(_weights(fingerprint=((1.0, inf),)), _weights("b", fingerprint=((2.0, inf),))) is not None
+    assert differ(_weights(fingerprint=((1.0, inf),)), _weights("b", fingerprint=((1.0, inf),))) is None
+
+
+def test_close_and_short():
+    close = downstream._close
+    assert close(1.0, 1.0 + 1e-9) and close(1, 1.0) and not close(1.0, 1.1)
+    assert close(float("nan"), float("nan")) and not close(float("nan"), 1.0) and not close(1.0, float("nan"))
+    assert close(None, None) and not close(None, 0) and close("a", "a") and not close("a", "b")
+    assert not close(True, 1.0 + 1e-9)  # a bool is not a number here
+    assert downstream._short(1 / 3) == "0.333333" and downstream._short(3) == "3" and downstream._short(None) == "None"
+
+
+def test_how_logs_and_events_differ():
+    assert downstream._log_differs([{"loss": 1.0}], []) == "1 -> 0 entries"
+    ordered = [{"step": 2, "epoch": 1.0, "loss": 1.0, "zz": 1, "learning_rate": 0.1}]
+    other = [{"step": 2, "epoch": 2.0, "loss": 2.0, "zz": 2, "learning_rate": 0.2}]
+    assert downstream._log_differs(ordered, other) == "step 2 loss 1 -> 2"  # the first key of LOG_ORDER first
+    assert (
+        downstream._log_differs([{"step": 1, "zz": 1, "aa": 1}], [{"step": 1, "zz": 2, "aa": 2}]) == "step 1 aa 1 -> 2"
+    )
+    assert downstream._log_differs([{"step": 1, "x": 1}], [{"step": 1}]) == "step 1 x 1 -> None"
+    assert downstream._log_differs([], []) is None
+    events = compare(outcome(events={"on_log": 1}), outcome(events={"on_step_end": 2}))
+    assert events == [{"field": "events", "text": "on_log 1 -> 0, on_step_end 0 -> 2"}]
+    assert compare(outcome(events=None), outcome(events={})) == []
+    assert compare(outcome(log_history=None), outcome(log_history=[])) == []
+
+
+def test_the_end_of_each_target():
+    points = _points(4, companions=2)
+    assert [downstream._last_of_target(points, p) for p in points] == [False, False, True, False, True]
+    assert [downstream._last_of_target(points[:3], p) for p in points[:3]] == [False, False, True]
+
+
+def test_bisection_says_what_it_runs():
+    steps = {"one": [1, 1, 1, 1, 2, 2, 2, 2, 2, 2]}
+    lines = []
+    downstream.bisect(FakeRunner(steps), _points(9), ["one"], log=lines.append)
+    assert lines and all(line.startswith("downstream: bisecting 1 scenario(s) at ") for line in lines)
+    assert lines[0] == "downstream: bisecting 1 scenario(s) at 0004"  # halfway between 0 and 9
+
+
+def test_a_crashed_or_missing_outcome_is_no_change():
+    class Holes(FakeRunner):
+        def get(self, point, name):
+            return {"crashed": "x"} if point.index == 9 else super().get(point, name)
+
+    found = downstream.bisect(Holes({"one": [1] * 9 + [2]}), _points(9), ["one"], log=lambda line: None)
+    assert found == {"one": []}

@@ -45,6 +45,11 @@ def test_tests_of_a_git_ref_and_of_the_default_branch(tmp_path, upstream):
         f"fetching tests/ of {url}@HEAD (shallow, sparse)",
     ]
     assert [p.name for p in tagged.parent.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+    assert len(tagged.name) == 16 and int(tagged.name, 16) >= 0
+    # The same spec again: fetched afresh into the same folder (a moved branch brings other tests).
+    commit(upstream, {"tests/c.py": "C = 1\n"})
+    again = upstream_tests.fetch_tests(ctx, f"git:{url}", TARGET)
+    assert again == default and sorted(p.name for p in (again / "tests").iterdir()) == ["a.py", "c.py"]
 
 
 def test_tests_from_a_path_or_nowhere(tmp_path, upstream):

@@ -17,7 +17,7 @@ def _patch(name, verdict=Verdict.OK, **fields):
 
 
 def _green(**fields):
-    return PytestRun(status=RunStatus.GREEN, exit_code=0, passed=3, skipped=1, **fields)
+    return PytestRun(**{"status": RunStatus.GREEN, "exit_code": 0, "passed": 3, "skipped": 1, **fields})
 
 
 def _companion(run):
@@ -144,3 +144,97 @@ def test_no_companion_stage_without_companions_or_with_a_failed_patch():
     assert verification.verify_with_companions(ctx, target, [good], {"fake": scratch["fake"]}, runs) is None
     lonely = SimpleNamespace(name="fake", verify_with=[])
     assert verification.verify_with_companions(ctx, lonely, [good], scratch, runs) is None
+
+
+def test_run_detail(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    detail = verification.run_detail
+    assert detail(PytestRun(status=RunStatus.GREEN)) == ""
+    failing = [f"t::{i}" for i in range(7)]
+    run = PytestRun(status=RunStatus.FAILED, failing=failing, log=str(tmp_path / "l.log"))
+    assert detail(run) == " (failing: t::0, t::1, t::2, t::3, t::4 and 2 more; log l.log)"
+    assert detail(PytestRun(status=RunStatus.FAILED, failing=failing[:5])) == (
+        " (failing: t::0, t::1, t::2, t::3, t::4)"
+    )
+    assert detail(run, limit=7) == f" (failing: {', '.join(failing)}; log l.log)"
+    assert detail(PytestRun(status=RunStatus.NOT_RED, passed=3)) == " (all 3 pass)"
+    assert detail(PytestRun(status=RunStatus.NOT_RED, passed=0)) == ""
+    assert detail(PytestRun(status=RunStatus.RED, passed=3)) == ""
+    flaky = [{"test": f"t::{i}", "failed": i + 1} for i in range(6)]
+    many = PytestRun(status=RunStatus.FLAKY, runs=9, flaky=flaky, failing=["t::0", "t::9"])
+    assert detail(many) == (
+        " (t::0 failed in 1 of 9 runs, t::1 failed in 2 of 9 runs, t::2 failed in 3 of 9 runs, "
+        "t::3 failed in 4 of 9 runs, t::4 failed in 5 of 9 runs and 1 more; failing: t::9)"
+    )
+    statuses = ["green", "timeout", "green"]
+    blameless = PytestRun(status=RunStatus.FLAKY, runs=3, run_statuses=statuses)
+    assert detail(blameless) == " (green in 2 of 3 runs)"
+    assert detail(PytestRun(status=RunStatus.FAILED, runs=3, run_statuses=statuses)) == ""
+    assert detail(PytestRun(status=RunStatus.FLAKY, runs=1)) == ""
+
+
+def test_progress_and_counts():
+    run = PytestRun(status=RunStatus.RED, failed=2, total=3, duration_s=1.25)
+    assert verification._progress(run, "failed", "total") == "red 2/3 failed/total (1.2s)"
+    cached = PytestRun(status=RunStatus.GREEN, passed=3, skipped=1, cached=True)
+    assert verification._progress(cached, "passed", "skipped") == "green 3/1 passed/skipped (earlier identical run)"
+    repeated = PytestRun(status=RunStatus.FLAKY, passed=3, runs=3, run_statuses=["green", "failed", "green"])
+    assert verification._progress(repeated, "passed", "skipped") == (
+        "flaky 3/0 passed/skipped (2 of 3 runs green, 0.0s)"
+    )
+    assert verification._count(1, "patch", "patches") == "1 patch" and verification._count(0, "run") == "0 runs"
+    assert verification._count(2, "patch", "patches") == "2 patches" and verification._count(1, "run") == "1 run"
+    lines = []
+    show = verification._run_progress(SimpleNamespace(log=lines.append), "[x]", 4)
+    show(2, PytestRun(status=RunStatus.GREEN, duration_s=0.5))
+    assert lines == ["[x] run 2/4: green (0.5s)"]
+
+
+def test_the_companion_stage_runs_the_tests_of_every_patch_with_the_companions(tmp_path, monkeypatch):
+    calls = []
+
+    def repeated_pytest(cache, repeat, progress=None, **kwargs):
+        calls.append((cache, repeat, kwargs))
+        return _green(passed=5, skipped=2)
+
+    monkeypatch.setattr(verification, "repeated_pytest", repeated_pytest)
+    other = SimpleNamespace(name="other", patches=["0001-o.patch"], source_dir="lib")
+    target = SimpleNamespace(name="fake", verify_with=["other", "third"], source_dir="src")
+    third = SimpleNamespace(name="third", patches=[], source_dir="src")
+    logged = []
+    ctx = SimpleNamespace(
+        manifest=SimpleNamespace(target={"other": other, "third": third}.__getitem__),
+        work=tmp_path,
+        log=logged.append,
+    )
+    scratch = {
+        "fake": (SimpleNamespace(path=tmp_path / "fake"), "b"),
+        "other": (SimpleNamespace(path=tmp_path / "o"), "b"),
+    }
+    one = _patch("0001-a", green=_green(passed=2, skipped=1, failed=1), test_files=["tests/test_a.py"])
+    two = _patch("0002-b", green=_green(passed=1, skipped=0), test_files=["tests/test_b.py", "tests/test_c.py"])
+    foreign = PatchResult(name="0001-x", target="other", index=1)  # another target's, failed: not this stage's
+    results = [one, two, foreign]
+    runs = Runs(python=Path("/py"), device="cpu", timeout=9, cache="cache", repeat=3)
+    companion = verification.verify_with_companions(ctx, target, results, scratch, runs)
+    assert companion == CompanionResult("fake", ["other"], "fake + patched other", _green(passed=5, skipped=2))
+    [(cache, repeat, kwargs)] = calls
+    assert (cache, repeat) == ("cache", 3)
+    assert kwargs == {
+        "python": Path("/py"),
+        "repo_dir": tmp_path / "fake",
+        "source_dir": "src",
+        "files": ["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"],
+        "device": "cpu",
+        "log_stem": tmp_path / "logs" / "verify" / "fake" / "with-companions",
+        "timeout": 9,
+        "expect": RunStatus.GREEN,
+        "extra_paths": [tmp_path / "o" / "lib"],
+    }
+    assert logged == [
+        "[fake + patched other] last stage: the 3 new test files of fake (5 tests) once more, with the patched "
+        "sources of other first on PYTHONPATH, in one pytest run",
+        "[fake + patched other] green 5/2 passed/skipped (0.0s)",
+    ]
+    single = verification.verify_with_companions(ctx, target, [one], scratch, runs)
+    assert single is not None and "the 1 new test file of fake (4 tests)" in logged[-2]
