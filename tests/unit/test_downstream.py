@@ -192,3 +192,20 @@ def test_a_crashed_or_missing_outcome_is_no_change():
 
     found = downstream.bisect(Holes({"one": [1] * 9 + [2]}), _points(9), ["one"], log=lambda line: None)
     assert found == {"one": []}
+
+
+def test_opposite_sums_near_zero_and_the_first_declaration_that_covers_a_field():
+    differ = downstream._weights_differ
+    assert differ(_weights(fingerprint=((0.1, 1e3),)), _weights("b", fingerprint=((-0.1, 1e3),))) is not None
+    declarations = [
+        {"scenarios": ["trl/*"], "reason": "first", "fields": ["global_step"]},
+        {"scenarios": ["trl/*"], "reason": "second", "fields": ["global_step"]},
+    ]
+    differences = [{"field": "global_step", "text": "8 -> 7"}]
+    assert declared_fields(declarations, "trl/x", differences) == (["global_step"], [], ["first"])
+
+
+def test_bisection_runs_the_points_it_cuts_at():
+    runner = FakeRunner({"one": [1, 1, 1, 1, 2, 2, 2, 2, 2, 2]})
+    downstream.bisect(runner, _points(9), ["one"], log=lambda line: None)
+    assert [index for index, _ in runner.asked] == [0, 9, 4, 2, 3]  # the ends, then the cuts of what differs

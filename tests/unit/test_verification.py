@@ -171,6 +171,11 @@ def test_run_detail(tmp_path, monkeypatch):
     assert detail(blameless) == " (green in 2 of 3 runs)"
     assert detail(PytestRun(status=RunStatus.FAILED, runs=3, run_statuses=statuses)) == ""
     assert detail(PytestRun(status=RunStatus.FLAKY, runs=1)) == ""
+    five = PytestRun(status=RunStatus.FLAKY, runs=2, flaky=flaky[:5])
+    assert detail(five).endswith("t::4 failed in 5 of 2 runs)")  # five of five: no "and more"
+    assert detail(PytestRun(status=RunStatus.FLAKY, runs=2, run_statuses=["green", "timeout"])) == (
+        " (green in 1 of 2 runs)"
+    )
 
 
 def test_progress_and_counts():
