@@ -39,13 +39,15 @@ def test_x():
 
 
 def test_imported_modules():
-    assert bundle.imported_modules([TESTS, "def broken(:\n", "import numpy\nfrom transformers import Trainer\n"]) == [
+    sources = [TESTS, "def broken(:\n", "import numpy\nfrom transformers import Trainer\nimport yaml\n"]
+    assert bundle.imported_modules(sources) == [
         ["accelerate", ["Accelerator"]],
         ["numpy", []],
         ["safetensors.torch", []],
         ["torch", []],
         ["transformers", ["Trainer", "TrainingArguments"]],
         ["transformers.testing_utils", []],
+        ["yaml", []],  # from the file after one that does not parse
     ]
     assert bundle.imported_modules([]) == []
 
@@ -62,8 +64,8 @@ def test_dist_members(tmp_path):
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text("", encoding="utf-8")
     (tmp_path / "outside.py").write_text("", encoding="utf-8")
-    files = ["pkg/__init__.py", "pkg/__pycache__/x.cpython-311.pyc", "pkg/old.pyc", "pkg-1.dist-info/RECORD"]
-    files += ["../outside.py", "../bin/script", "pkg/missing.py"]
+    files = ["pkg/__init__.py", "pkg/missing.py", "pkg/__pycache__/x.cpython-311.pyc", "pkg/old.pyc"]
+    files += ["pkg-1.dist-info/RECORD", "../outside.py", "../bin/script"]
     assert bundle.dist_members({"site": str(site), "files": files}) == [
         ("pkg/__init__.py", (site / "pkg/__init__.py").resolve()),
         ("pkg-1.dist-info/RECORD", (site / "pkg-1.dist-info/RECORD").resolve()),
@@ -136,6 +138,7 @@ def test_the_archive_is_reproducible_and_lists_every_file(tmp_path):
         assert members[f"{bundle.TOP}/b"].isdir() and members[f"{bundle.TOP}/b"].mode == 0o755
         text = tar.extractfile(f"{bundle.TOP}/bundle.json").read().decode()
     data = json.loads(text)
+    assert list(data) == ["schema", "files"]  # in the order it was given
     assert text == json.dumps(data, indent=2) + "\n"
     assert first[4:8] == b"\0\0\0\0"  # the gzip header's date: none
     assert data == {

@@ -209,3 +209,12 @@ def test_bisection_runs_the_points_it_cuts_at():
     runner = FakeRunner({"one": [1, 1, 1, 1, 2, 2, 2, 2, 2, 2]})
     downstream.bisect(runner, _points(9), ["one"], log=lambda line: None)
     assert [index for index, _ in runner.asked] == [0, 9, 4, 2, 3]  # the ends, then the cuts of what differs
+
+
+def test_an_event_that_appears_or_disappears():
+    assert compare(outcome(events={}), outcome(events={"on_save": 1})) == [
+        {"field": "events", "text": "on_save 0 -> 1"}
+    ]
+    assert compare(outcome(events={"on_save": 1}), outcome(events={})) == [
+        {"field": "events", "text": "on_save 1 -> 0"}
+    ]

@@ -464,3 +464,10 @@ def test_junit_of_a_flaky_patch(tmp_path):
     _, plain = _junit(tmp_path, [_res(red=PytestRun(status=RunStatus.NOT_RED))])
     root = ET.parse(tmp_path / "junit.xml").getroot()
     assert all(f.get("type") is None for f in root.iter("failure")) and plain["red_without_fix"][0] == "failure"
+
+
+def test_wrap_keeps_a_long_word_and_a_hyphenated_path_whole():
+    path = "/a-very/long-path/" + "x" * 150 + "-with-hyphens.log"
+    assert render.wrap(f"log {path} end", width=40) == ["  log", f"      {path}", "      end"]
+    assert render.wrap("", width=40) == [""]
+    assert render.wrap("one-two three-four", width=12) == ["  one-two", "      three-four"]

@@ -208,3 +208,31 @@ def test_bytecode_of_changed_files_is_dropped_even_within_the_same_second(repo):
     core_pyc = _pyc(root / "core.py")
     runners.drop_stale_bytecode(repo, second)
     assert core_pyc.exists() and other_pyc.exists()
+
+
+def test_parse_junit_counts_and_the_worst_outcome_of_a_test(tmp_path):
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        "<testsuites><testsuite>"
+        '<testcase classname="t.T" name="a"/>'
+        '<testcase classname="t.T" name="a"><error message="teardown"/></testcase>'
+        '<testcase classname="t.T" name="b"><failure message="AssertionError: no"/></testcase>'
+        '<testcase classname="t.T" name="b"><error message="teardown"/></testcase>'
+        '<testcase classname="t.T" name="c"><skipped/></testcase>'
+        '<testcase classname="t.T" name="c"/>'
+        '<testcase name="collect"><failure message="ImportError: x: y"/></testcase>'
+        "</testsuite></testsuites>",
+        encoding="utf-8",
+    )
+    counts, failing, kinds, outcomes = runners._parse_junit(junit)
+    assert counts == {"passed": 2, "failed": 2, "errors": 2, "skipped": 1}
+    assert failing == ["t.T::a", "t.T::b", "t.T::b", "collect"]
+    assert kinds == ["AssertionError", "ImportError"]
+    # a test that passes and then errors in teardown counts as its worst entry; a failure is not undone
+    assert outcomes == {"t.T::a": "errors", "t.T::b": "failed", "t.T::c": "passed", "collect": "failed"}
+    assert runners._parse_junit(tmp_path / "missing.xml") == (
+        {"passed": 0, "failed": 0, "errors": 0, "skipped": 0},
+        [],
+        [],
+        {},
+    )
