@@ -35,7 +35,13 @@ import tarfile
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+
+JSON = dict[str, Any]  # what bundle.json and the report hold
 
 
 BUNDLE_SCHEMA = 1
@@ -145,12 +151,12 @@ print("PROBE " + json.dumps(info))
 """
 
 
-def _version_tuple(text):
+def _version_tuple(text: str | None) -> tuple[int, int]:
     numbers = re.match(r"(\d+)\.(\d+)", text or "")
     return (int(numbers.group(1)), int(numbers.group(2))) if numbers else (0, 0)
 
 
-def _probe(python, script, args, env, timeout=600):
+def _probe(python: str | Path, script: str, args: object, env: dict[str, str] | None, timeout: float = 600) -> JSON:
     try:
         proc = subprocess.run(
             [str(python), "-c", script, json.dumps(args)],
@@ -172,7 +178,7 @@ def _probe(python, script, args, env, timeout=600):
 # -- the bundle ---------------------------------------------------------------------------------------
 
 
-def load_bundle(root):
+def load_bundle(root: Path) -> JSON:
     path = root / "bundle.json"
     try:
         bundle = json.loads(path.read_text(encoding="utf-8"))
@@ -185,7 +191,7 @@ def load_bundle(root):
     return bundle
 
 
-def check_files(root, bundle):
+def check_files(root: Path, bundle: JSON) -> None:
     """Every file the bundle lists is there with its sha256 (a cut-short copy or an edit is caught here)."""
     bad = []
     for rel, digest in bundle["files"].items():
@@ -202,7 +208,7 @@ def check_files(root, bundle):
         raise EnvironmentProblem(f"the bundle is damaged: {', '.join(bad[:3])}{more}; copy it again")
 
 
-def _sha256(path):
+def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -210,7 +216,7 @@ def _sha256(path):
     return digest.hexdigest()
 
 
-def extract_sdist(archive, dest):
+def extract_sdist(archive: Path, dest: Path) -> Path:
     """Extract a .tar.gz whose members share one top-level folder into the new folder `dest`."""
     staging = dest.with_name(dest.name + ".extract")
     shutil.rmtree(staging, ignore_errors=True)
@@ -240,16 +246,16 @@ def extract_sdist(archive, dest):
 class Tree:
     """A target's source tree in the work folder, moved from the release through each patch's stage."""
 
-    def __init__(self, root, bundle_root, target):
+    def __init__(self, root: Path, bundle_root: Path, target: JSON) -> None:
         self.root = root
         self.bundle_root = bundle_root
         self.target = target
 
     @property
-    def source(self):
+    def source(self) -> Path:
         return self.root / self.target["source_dir"]
 
-    def put(self, patch, paths=None):
+    def put(self, patch: JSON, paths: Iterable[str] | None = None) -> None:
         """Write the files of `patch`'s stage (all, or only `paths`) and delete the ones it deletes (all only)."""
         stage = self.bundle_root / patch["stage"]
         wanted = None if paths is None else set(paths)
@@ -271,7 +277,7 @@ class Tree:
                 _drop_bytecode(path)
 
 
-def _drop_bytecode(path):
+def _drop_bytecode(path: Path) -> None:
     """Python trusts a `__pycache__` file while size and mtime in whole seconds match: drop it for a changed file."""
     if path.suffix == ".py":
         for pyc in path.parent.glob(f"__pycache__/{path.stem}.*.pyc"):
@@ -281,7 +287,7 @@ def _drop_bytecode(path):
 # -- pytest runs ----------------------------------------------------------------------------------------
 
 
-def stop_group(proc, grace=3.0):
+def stop_group(proc: "subprocess.Popen[Any]", grace: float = 3.0) -> None:
     try:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -299,7 +305,9 @@ def stop_group(proc, grace=3.0):
         proc.wait()
 
 
-def run_logged(cmd, *, cwd, env, log_path, timeout):
+def run_logged(
+    cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log_path: Path, timeout: float | None
+) -> tuple[int | None, float]:
     """Run `cmd` in its own process group, output to `log_path`: (exit code or None on timeout, seconds)."""
     start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
@@ -323,9 +331,11 @@ def run_logged(cmd, *, cwd, env, log_path, timeout):
     return code, round(time.monotonic() - start, 2)
 
 
-def parse_junit(path):
+def parse_junit(path: Path) -> tuple[dict[str, int], list[str], list[str], dict[str, tuple[str, list[str]]]]:
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    failing, kinds, cases = [], [], {}
+    failing: list[str] = []
+    kinds: list[str] = []
+    cases: dict[str, tuple[str, list[str]]] = {}
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
@@ -352,10 +362,10 @@ def parse_junit(path):
     return counts, failing, kinds, cases
 
 
-def classify(code, junit, expect):
+def classify(code: int | None, junit: Path, expect: str) -> tuple[JSON, dict[str, tuple[str, list[str]]]]:
     """The outcome of one pytest run, as `series.py verify` judges it (seriestool/runners.py)."""
     counts, failing, kinds, cases = parse_junit(junit)
-    run = {"status": "error", "exit_code": code, **counts, "total": sum(counts.values()), "failing": failing}
+    run: JSON = {"status": "error", "exit_code": code, **counts, "total": sum(counts.values()), "failing": failing}
     if code is None:
         run["status"] = "timeout"
     elif code == 5:
@@ -374,7 +384,7 @@ def classify(code, junit, expect):
     return run, cases
 
 
-def _tail(path, lines=TAIL_LINES):
+def _tail(path: Path, lines: int = TAIL_LINES) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -385,7 +395,9 @@ def _tail(path, lines=TAIL_LINES):
 class Runner:
     """Runs pytest for the checks, with this machine's interpreter and the bundle's PYTHONPATH."""
 
-    def __init__(self, python, work, *, cpu, timeout, log):
+    def __init__(
+        self, python: str | Path, work: Path, *, cpu: bool, timeout: float, log: Callable[[str], None]
+    ) -> None:
         self.python = python
         self.work = work
         self.cpu = cpu
@@ -396,9 +408,9 @@ class Runner:
         self.timeout = timeout
         self.log = log
         self.logs = work / "logs"
-        self.cases = {}  # test id -> (outcome, message) of the green runs
+        self.cases: dict[str, tuple[str, list[str]]] = {}  # test id -> (outcome, message) of the green runs
 
-    def env(self, paths, all_gpus=False):
+    def env(self, paths: Iterable[str | Path], all_gpus: bool = False) -> dict[str, str]:
         env = dict(os.environ)
         for key in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE"):
             env.pop(key, None)
@@ -416,7 +428,17 @@ class Runner:
             env["CUDA_VISIBLE_DEVICES"] = self.first_gpu
         return env
 
-    def pytest(self, tree, files, paths, stem, expect, *, select=None, all_gpus=False):
+    def pytest(
+        self,
+        tree: Tree,
+        files: Sequence[str],
+        paths: Iterable[str | Path],
+        stem: str,
+        expect: str,
+        *,
+        select: str | None = None,
+        all_gpus: bool = False,
+    ) -> JSON:
         log_path = self.logs / f"{stem}.log"
         junit = self.logs / f"{stem}.xml"
         junit.unlink(missing_ok=True)
@@ -437,7 +459,7 @@ class Runner:
 # -- the report ---------------------------------------------------------------------------------------
 
 
-def red_cell(run):
+def red_cell(run: JSON | None) -> str:
     if not run:
         return "-"
     if run["status"] == "red":
@@ -447,7 +469,7 @@ def red_cell(run):
     return f"NO: {run['status']}"
 
 
-def green_cell(run):
+def green_cell(run: JSON | None) -> str:
     if not run:
         return "-"
     if run["status"] == "green":
@@ -455,7 +477,7 @@ def green_cell(run):
     return f"NO: {run['status']} {run['passed']}/{run['skipped']}"
 
 
-def _numbers(names):
+def _numbers(names: Sequence[str]) -> str:
     numbers = [name[:4] for name in names]
     if len(numbers) > 2 and all(n.isdigit() for n in numbers):
         values = [int(n) for n in numbers]
@@ -464,7 +486,7 @@ def _numbers(names):
     return ",".join(numbers)
 
 
-def check_cells(patch):
+def check_cells(patch: JSON) -> tuple[Any, ...]:
     """The cells of `series.py verify`'s table (seriestool/render.py) for a patch in the JSON form."""
     status = patch.get("base_status")
     if patch.get("depends_on"):
@@ -483,11 +505,11 @@ def check_cells(patch):
     )
 
 
-def _fit(text, width):
+def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 3, 0)].rstrip() + "..."
 
 
-def table(patches, width=WIDTH):
+def table(patches: Sequence[JSON], width: int = WIDTH) -> str:
     """The console table of `series.py verify`, line for line."""
     head = ("patch", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
     rest = [check_cells(p) for p in patches]
@@ -505,7 +527,7 @@ def table(patches, width=WIDTH):
     return "\n".join(lines)
 
 
-def problem_lines(patches):
+def problem_lines(patches: Iterable[JSON]) -> list[str]:
     lines = []
     for p in patches:
         where = f"{p['target']} {p['name'][:4]}"
@@ -514,7 +536,7 @@ def problem_lines(patches):
     return lines
 
 
-def run_detail(run, limit=5):
+def run_detail(run: JSON, limit: int = 5) -> str:
     parts = []
     if run.get("failing"):
         more = f" and {len(run['failing']) - limit} more" if len(run["failing"]) > limit else ""
@@ -529,7 +551,7 @@ def run_detail(run, limit=5):
 # -- the checks ---------------------------------------------------------------------------------------
 
 
-def patch_result(target, patch):
+def patch_result(target: JSON, patch: JSON) -> JSON:
     return {
         "name": patch["name"],
         "target": target["name"],
@@ -558,7 +580,14 @@ def patch_result(target, patch):
     }
 
 
-def replay_target(runner, bundle_root, target, trees, paths_for, only):
+def replay_target(
+    runner: Runner,
+    bundle_root: Path,
+    target: JSON,
+    trees: dict[str, Tree],
+    paths_for: Callable[[str], list[Path]],
+    only: set[str] | None,
+) -> list[JSON]:
     """Each patch of `target`, in order: its new tests without its code change (red), then with it (green)."""
     tree = trees[target["name"]]
     results = []
@@ -602,7 +631,7 @@ def replay_target(runner, bundle_root, target, trees, paths_for, only):
     return results
 
 
-def _empty_run():
+def _empty_run() -> JSON:
     return {
         "status": "no-tests",
         "exit_code": None,
@@ -619,11 +648,17 @@ def _empty_run():
     }
 
 
-def _progress(run, first, second):
+def _progress(run: JSON, first: str, second: str) -> str:
     return f"{run['status']} {run[first]}/{run[second]} {first}/{second} ({run['duration_s']:.1f}s)"
 
 
-def companion_runs(runner, bundle, trees, results, final_paths):
+def companion_runs(
+    runner: Runner,
+    bundle: JSON,
+    trees: dict[str, Tree],
+    results: list[JSON],
+    final_paths: Callable[[str, list[str]], list[Path]],
+) -> list[JSON]:
     """All tests of a target with `verify_with`, on its patched tree with the companions' patched sources."""
     out = []
     for target in bundle["targets"]:
@@ -648,7 +683,7 @@ def companion_runs(runner, bundle, trees, results, final_paths):
     return out
 
 
-def multi_process_tests(bundle_root, bundle):
+def multi_process_tests(bundle_root: Path, bundle: JSON) -> list[JSON]:
     """The series' tests that start several processes or need several devices (by their source)."""
     found = []
     for target in bundle["targets"]:
@@ -671,7 +706,7 @@ def multi_process_tests(bundle_root, bundle):
     return found
 
 
-def _outcomes(entry, cases):
+def _outcomes(entry: JSON, cases: dict[str, tuple[str, list[str]]]) -> dict[str, tuple[str, list[str]]]:
     """The outcomes of `entry`'s test (and its parameterized expansions) among a run's test cases."""
     module = entry["file"].removesuffix(".py").replace("/", ".")
     found = {}
@@ -684,7 +719,7 @@ def _outcomes(entry, cases):
     return found
 
 
-def _state(outcomes, where):
+def _state(outcomes: dict[str, tuple[str, list[str]]], where: str) -> str:
     if not outcomes:
         return "not run (the run did not reach it)"
     states = sorted({outcome[0] for outcome in outcomes.values()})
@@ -694,13 +729,22 @@ def _state(outcomes, where):
     return f"{', '.join(states)} {where}"
 
 
-def multi_gpu_run(runner, found, trees, paths_for, gpus, results, *, whole=True):
+def multi_gpu_run(
+    runner: Runner,
+    found: list[JSON],
+    trees: dict[str, Tree],
+    paths_for: Callable[[str], list[Path]],
+    gpus: list[str],
+    results: list[JSON],
+    *,
+    whole: bool = True,
+) -> list[JSON]:
     """The multi-process tests once more with every GPU visible, on the patched trees, where 2 or more exist.
 
     Each entry of `found` gets `single` (its outcome in its patch's green run, on one GPU or the CPU) and
     `multi_gpu` (this run's, or why it did not run). `whole`: every patch was checked (not --patch). Returns the
     runs, one per target."""
-    runs = []
+    runs: list[JSON] = []
     for entry in found:
         outcomes = _outcomes(entry, runner.cases)
         if entry["hides_gpus"]:
@@ -734,16 +778,16 @@ def multi_gpu_run(runner, found, trees, paths_for, gpus, results, *, whole=True)
     return runs
 
 
-def _test_functions(source):
+def _test_functions(source: str) -> list[tuple[str, str]]:
     """(name, source) of each test function of a test file, with its decorators and its class's decorators."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
     lines = source.splitlines()
-    found = []
+    found: list[tuple[str, str]] = []
 
-    def text(node):
+    def text(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         return "\n".join(lines[start - 1 : node.end_lineno])
 
@@ -758,7 +802,9 @@ def _test_functions(source):
     return found
 
 
-def seed_check(runner, bundle_root, bundle, paths, device):
+def seed_check(
+    runner: Runner, bundle_root: Path, bundle: JSON, paths: dict[str, list[Path]], device: str
+) -> JSON | None:
     """Seed 000 on the release and on the series: fp16 with the default GradScaler, natural overflows only."""
     seed = bundle.get("seed")
     if not seed:
@@ -809,7 +855,7 @@ def seed_check(runner, bundle_root, bundle, paths, device):
     return out
 
 
-def seed_lines(seed):
+def seed_lines(seed: JSON | None) -> list[str]:
     if seed is None:
         return ["seed 000: not in this bundle"]
     lines = [f"seed 000 (fp16, default GradScaler init_scale=65536, no injected inf) on {seed['device']}:"]
@@ -833,7 +879,7 @@ def seed_lines(seed):
 # -- main ---------------------------------------------------------------------------------------------
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="run_gpu_checks.py",
         description=__doc__.split("\n\n")[0],
@@ -850,11 +896,11 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     if sys.version_info < MIN_PYTHON:
         print(f"{PROG}: error: Python 3.10 or newer is needed (this is {sys.version.split()[0]})", file=sys.stderr)
         return 2
@@ -875,11 +921,11 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, previous)
 
 
-def _log(message):
+def _log(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
-def _writable_file(path):
+def _writable_file(path: Path) -> None:
     """Check early that the report can be written (its folder exists and takes a file)."""
     folder = path.parent
     if not folder.is_dir():
@@ -892,7 +938,7 @@ def _writable_file(path):
         raise EnvironmentProblem(f"cannot write the report {path}: {exc.strerror or exc}") from None
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     root = HERE
     bundle = load_bundle(root)
@@ -982,12 +1028,12 @@ def run(args):
         trees[target["name"]] = Tree(extract_sdist(sdist, work / "trees" / target["name"] / "series"), root, target)
     by_name = {target["name"]: target for target in bundle["targets"]}
 
-    def paths_for(name):
+    def paths_for(name: str) -> list[Path]:
         """A target's own tree, then the releases of the targets `verify`'s environment holds, then the deps."""
         env_targets = by_name[name].get("environment", [])
         return [trees[name].source, *(release[other].source for other in env_targets), deps]
 
-    def final_paths(name, companions):
+    def final_paths(name: str, companions: list[str]) -> list[Path]:
         env_targets = [other for other in by_name[name].get("environment", []) if other not in companions]
         return [
             trees[name].source,
@@ -1003,8 +1049,8 @@ def run(args):
     probe_args = {"imports": bundle.get("imports", []), "own": own}
     imports = _probe(python, IMPORT_PROBE, probe_args, runner.env(release_paths))
     if "error" in imports:
-        missing = imports.get("missing")
-        hint = f" (module {missing} is not installed here)" if missing else ""
+        absent = imports.get("missing")
+        hint = f" (module {absent} is not installed here)" if absent else ""
         raise EnvironmentProblem(f"the release does not import with {python}: {imports['error']}{hint}")
 
     results = []

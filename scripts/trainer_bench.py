@@ -25,6 +25,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any
 
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -79,12 +82,14 @@ HOST_SYNC_METHODS = frozenset(
 class HostSyncCounter(TorchFunctionMode):
     """Counts the torch calls made from Python, and among them those that read a tensor on the host."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self.syncs = {}
+        self.syncs: dict[str, int] = {}
         self.torch_calls = 0
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         self.torch_calls += 1
         name = getattr(func, "__name__", "")
@@ -93,7 +98,7 @@ class HostSyncCounter(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _to_host(args, kwargs):
+def _to_host(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """Whether `tensor.to(...)` copies an accelerator tensor to the CPU."""
     source = args[0] if args and isinstance(args[0], torch.Tensor) else None
     if source is None or source.device.type == "cpu":
@@ -107,47 +112,47 @@ def _to_host(args, kwargs):
 class CallCounter:
     """Counts Python function calls (generator resumptions included) on this thread while active."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.calls = 0
 
-    def _profile(self, frame, event, arg):
+    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
             self.calls += 1
 
-    def start(self):
+    def start(self) -> None:
         sys.setprofile(self._profile)
 
-    def stop(self):
+    def stop(self) -> None:
         sys.setprofile(None)
 
 
 class Baton:
     """A token passed between two processes through pipes: only its holder runs an optimizer step."""
 
-    def __init__(self, fd_in, fd_out, lead):
+    def __init__(self, fd_in: int, fd_out: int, lead: bool) -> None:
         self.fd_in, self.fd_out, self.lead = fd_in, fd_out, lead
 
-    def take(self):
+    def take(self) -> None:
         if os.read(self.fd_in, 1) != b"t":
             raise RuntimeError("the other benchmark process stopped")
 
-    def give(self):
+    def give(self) -> None:
         os.write(self.fd_out, b"t")
 
 
 class RandomTokens(torch.utils.data.Dataset):
-    def __init__(self, num_samples, seq_len, vocab_size, seed=0):
+    def __init__(self, num_samples: int, seq_len: int, vocab_size: int, seed: int = 0) -> None:
         generator = torch.Generator().manual_seed(seed)
         self.input_ids = torch.randint(0, vocab_size, (num_samples, seq_len), generator=generator)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.input_ids)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> dict[str, Any]:
         return {"input_ids": self.input_ids[index], "labels": self.input_ids[index]}
 
 
-def run_case(name, args, out_dir, baton):
+def run_case(name: str, args: argparse.Namespace, out_dir: str, baton: Baton | None) -> dict[str, Any]:
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
 
     optim, scaled, accumulation, sync_budget = CASES[name]
@@ -156,19 +161,20 @@ def run_case(name, args, out_dir, baton):
     class StepClock(TrainerCallback):
         """Times every optimizer step, hands the token over after it, and runs the counters."""
 
-        def __init__(self):
-            self.starts, self.ends = [], []  # (wall, cpu) pairs
+        def __init__(self) -> None:
+            self.starts: list[tuple[float, float]] = []  # (wall, cpu) pairs
+            self.ends: list[tuple[float, float]] = []
             self.syncs, self.calls = HostSyncCounter(), CallCounter()
 
-        def _start(self):
+        def _start(self) -> None:
             self.starts.append((time.perf_counter(), time.process_time()))
 
-        def on_train_begin(self, train_args, state, control, **kwargs):
+        def on_train_begin(self, train_args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if baton is not None and not baton.lead:
                 baton.take()
             self._start()
 
-        def on_step_end(self, train_args, state, control, **kwargs):
+        def on_step_end(self, train_args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.ends.append((time.perf_counter(), time.process_time()))
             done = len(self.ends)
             if args.count_syncs:
@@ -240,7 +246,7 @@ def run_case(name, args, out_dir, baton):
     return result
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="case to run (default: all)")
     parser.add_argument("--steps", type=int, default=40, help="measured (or counted) optimizer steps per case")

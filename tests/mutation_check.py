@@ -42,23 +42,97 @@ COPIED = ("scripts", "tests", "pyproject.toml", "patches")
 MODULES = {
     "archive.py": (None, ["unit/test_archive.py"], ["test_archive.py"]),
     "base.py": (
-        ["BaseSpec", "parse_spec", "key_of", "check_spec", "_git_source"],
+        ["BaseSpec", "parse_spec", "_split_ref", "check_spec", "_git_source"],
         ["unit/test_specs.py"],
         ["test_upstream.py", "test_errors.py"],
     ),
+    "bundle.py": (
+        [
+            "sdist_metadata",
+            "_names",
+            "dist_members",
+            "imported_modules",
+            "_modes",
+            "tool_state",
+            "_canonical",
+            "_read",
+            "write",
+            "_info",
+        ],
+        ["unit/test_bundle.py"],
+        ["test_bundle.py"],
+    ),  # fmt: skip
     "cli.py": (None, ["unit/test_cli.py"], ["test_cli.py", "test_errors.py", "test_interrupt.py"]),
+    "clone.py": (None, ["unit/test_clone.py"], ["test_apply.py", "test_branches.py"]),
     "commands/selftest.py": (["pytest_command", "run"], ["unit/test_cli.py"], ["test_cli.py"]),
+    "benchmark.py": (
+        [
+            "Plan",
+            "measure",
+            "summarize",
+            "_stats",
+            "_label",
+            "time_table",
+            "count_table",
+            "result_lines",
+            "verdict",
+            "report",
+        ],
+        ["unit/test_benchmark.py"],
+        ["test_bench.py"],
+    ),  # fmt: skip
+    "downstream.py": (
+        [
+            "layer_files",
+            "_close",
+            "_short",
+            "_weights_differ",
+            "_log_differs",
+            "compare",
+            "describe",
+            "bisect",
+            "_last_of_target",
+            "declared_fields",
+        ],
+        ["unit/test_downstream.py"],
+        ["test_downstream.py"],
+    ),  # fmt: skip
+    "digests.py": (None, ["unit/test_digests.py"], ["test_checkout.py"]),
     "manifest.py": (None, ["unit/test_manifest.py"], ["test_cli.py", "test_export.py", "test_landed_and_depends.py"]),
     "patchfile.py": (None, ["unit/test_patchfile.py"], ["test_errors.py", "test_apply.py", "test_upstream.py"]),
     "placement.py": (None, ["unit/test_placement.py"], ["test_upstream.py", "test_landed_and_depends.py"]),
-    "regression.py": (
-        ["parse_spec", "outcomes", "_counts", "lines"],
-        ["unit/test_specs.py"],
+    "upstream_tests.py": (
+        ["fetch_tests", "outcomes", "_state", "compare", "_counts", "lines"],
+        ["unit/test_upstream_tests.py"],
         ["test_upstream_tests.py"],
+    ),
+    "verification.py": (
+        [
+            "Runs",
+            "Verification",
+            "verify_with_companions",
+            "companion_line",
+            "_count",
+            "console_lines",
+            "report",
+            "run_detail",
+        ],
+        ["unit/test_verification.py"],
+        ["test_verify.py", "test_verify_repeat.py"],
+    ),  # fmt: skip
+    "prtemplate.py": (None, ["unit/test_prtemplate.py"], ["test_pr.py", "test_branches.py"]),
+    "pyenv.py": (
+        ["venv_key", "venv_python", "interpreter", "pinned_count", "_pip_error", "describe", "probe"],
+        ["unit/test_pyenv.py"],
+        ["test_venv.py"],
     ),
     "reports.py": (None, ["unit/test_reports.py"], ["test_pr.py", "test_verify.py"]),
     "render.py": (None, ["unit/test_render.py"], ["test_verify.py", "test_upstream.py"]),
-    "results.py": (None, ["unit/test_results.py", "unit/test_render.py"], ["test_verify.py"]),
+    "results.py": (
+        None,
+        ["unit/test_results.py", "unit/test_render.py", "unit/test_verification.py", "unit/test_upstream_tests.py"],
+        ["test_verify.py"],
+    ),
     "runcache.py": (None, ["unit/test_runcache.py"], ["test_verify_cache.py"]),
     "runners.py": (
         ["_parse_junit", "_tail", "run_pytest", "cached_pytest"],

@@ -1,6 +1,5 @@
 """Helpers for the tool's tests: a fake target package with a real sdist, manifest and work folder."""
 
-import hashlib
 import io
 import json
 import os
@@ -14,6 +13,12 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SERIES = REPO_ROOT / "scripts" / "series.py"
+if str(REPO_ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+
+from seriestool.digests import sha256_file  # noqa: E402
+
+
 GIT_ID = ["-c", "user.name=Test Author", "-c", "user.email=author@example.com", "-c", "commit.gpgSign=false"]
 
 BACKEND = '''\
@@ -219,7 +224,8 @@ def git(cwd, *args, env=None, check=True):
 
 
 def sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The sha256 a manifest pins for the file: the tool's own file hash (pinned by tests/unit/test_digests.py)."""
+    return sha256_file(path)
 
 
 def make_tarball(path, top, files, extra_members=()):

@@ -1,15 +1,19 @@
 """`git am` of a series: one run for many patches, and what to say when a patch does not go in."""
 
 import re
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import patchfile
 from .errors import SeriesError
-from .git import Repo
-from .manifest import check_patch_files
+from .git import Repo, StrPath
+from .manifest import Target, check_patch_files
 
 
-def am_series(repo, target, patch_names, *, keep=False):
+def am_series(
+    repo: Repo, target: Target, patch_names: Sequence[str], *, keep: bool = False
+) -> tuple[str, list[str]] | tuple[None, None]:
     """`git am` the patches in one run, one commit each.
 
     Returns (None, None), or (name of the failed patch, paths that conflict or do not apply). The
@@ -35,7 +39,7 @@ _FAILED_PATH = [
 ]
 
 
-def am_failure(repo, patch, proc, *, abort=True):
+def am_failure(repo: Repo, patch: StrPath, proc: subprocess.CompletedProcess[str], *, abort: bool = True) -> list[str]:
     """After a failed `git am`: the paths that conflict or do not apply; then abort it (unless told not to)."""
     files = repo.unmerged_paths() or repo.failing_paths(patch) or _failed_paths(proc.stdout + proc.stderr)
     if abort:
@@ -43,9 +47,9 @@ def am_failure(repo, patch, proc, *, abort=True):
     return files
 
 
-def _failed_paths(output):
+def _failed_paths(output: str) -> list[str]:
     """Paths named by git am / git apply failure messages, in order."""
-    paths = []
+    paths: list[str] = []
     for line in output.splitlines():
         for pattern in _FAILED_PATH:
             match = pattern.search(line.strip())
@@ -55,7 +59,7 @@ def _failed_paths(output):
     return paths
 
 
-def check_patches(target):
+def check_patches(target: Target) -> None:
     """Error out when a listed patch file is missing or corrupt (truncated, cut, not a patch), before any git am
     could report it as a patch that does not apply."""
     check_patch_files(target)
@@ -63,12 +67,12 @@ def check_patches(target):
         check_patch(target, name)
 
 
-def check_patch(target, name):
+def check_patch(target: Target, name: str) -> None:
     """Error out when the patch file `name` of `target` is missing, cut short or not a patch at all."""
     path = Path(target.patch_path(name)).resolve()
     if not path.is_file():
         raise SeriesError(f"patch {name} of {target.name} is listed but {path} is missing")
-    why = []
+    why: list[str] = []
     try:
         why = patchfile.problems(patchfile.read(path))
     except (UnicodeDecodeError, ValueError) as exc:

@@ -1,10 +1,10 @@
-"""Hash checks and safe extraction of source archives (project-agnostic)."""
+"""Safe extraction of source archives (project-agnostic)."""
 
-import hashlib
 import os
 import posixpath
 import shutil
 import tarfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -12,21 +12,13 @@ class UnsafeArchive(Exception):
     """An archive member would land outside the extraction folder, or is not a plain file."""
 
 
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _inside(path, root):
+def _inside(path: str, root: str) -> bool:
     """Whether the normalised posix `path` lies inside `root` (a single top-level folder name)."""
     norm = posixpath.normpath(path)
     return norm == root or norm.startswith(root + "/")
 
 
-def check_members(members):
+def check_members(members: Iterable[tarfile.TarInfo]) -> str:
     """Validate tar members; return the single top-level folder name they all live in.
 
     Refuses absolute names, `..` components, links leaving the top folder, hard links to anything but
@@ -72,7 +64,7 @@ def check_members(members):
     return top
 
 
-def extract_stripped(archive, dest):
+def extract_stripped(archive: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Path:
     """Extract a .tar.gz whose members share one top-level folder into the new folder `dest`.
 
     Every member is checked before anything is written, and extraction also uses tarfile's

@@ -1,12 +1,14 @@
 """Make a git repository holding a target's base: the pinned sdist, a local clone's HEAD or a git ref."""
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import archive, fetch
 from .errors import SeriesError
 from .git import GitError, Repo
+from .manifest import Target
 
 
 BASE_TAG = "series/base"
@@ -16,59 +18,77 @@ EXCLUDES = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 BASE_DATE = "2000-01-01T00:00:00+0000"
 
 
-@dataclass
+@dataclass(frozen=True)
 class BaseSpec:
+    """Where a tree comes from: `--base` (a base to put the series on) and `--upstream-tests` (upstream's tests)."""
+
     kind: str  # "sdist", "path" or "git"
     location: str = ""
     ref: str = ""
 
-    def describe(self, target):
+    def describe(self, target: Target) -> str:
         if self.kind == "sdist":
             return f"{target.package} {target.version} sdist (sha256 {target.sha256[:12]}...)"
         if self.kind == "path":
             return f"HEAD of {self.location}"
         return f"{self.location}@{self.ref}"
 
-
-def parse_spec(spec):
-    """`None`/"sdist" -> the pinned sdist; "path:DIR" -> DIR's HEAD; "git:URL@REF" -> REF of URL."""
-    if spec in (None, "", "sdist"):
-        return BaseSpec("sdist")
-    if spec.startswith("path:") and len(spec) > 5:
-        return BaseSpec("path", str(Path(spec[5:]).expanduser().resolve()))
-    if spec.startswith("git:") and len(spec) > 4:
-        url, ref = spec[4:], "HEAD"
-        if "@" in url:
-            head, tail = url.rsplit("@", 1)
-            if tail and ":" not in tail and head:
-                url, ref = head, tail
-        return BaseSpec("git", url, ref)
-    raise SeriesError(f"bad base {spec!r}: use sdist, path:DIR or git:URL@REF")
+    def key(self, target: Target) -> str:
+        """What identifies the base for a reused scratch repository: the sdist's name and hash, or the spec."""
+        if self.kind == "sdist":
+            return f"sdist:{target.package}=={target.version}:{target.sha256}"
+        return f"{self.kind}:{self.location}@{self.ref}"
 
 
-def key_of(spec, target):
-    """What identifies a base before it is fetched (sdist) - git bases are identified after fetching."""
-    if spec.kind == "sdist":
-        return f"sdist:{target.package}=={target.version}:{target.sha256}"
-    return None
+SDIST = BaseSpec("sdist")
+# What each option accepts, in its one error line.
+USAGE = {
+    "--base": "bad base {spec!r}: use sdist, path:DIR or git:URL@REF",
+    "--upstream-tests": "bad --upstream-tests {spec!r}: use path:DIR (a tree with tests/) or git:URL@REF",
+}
 
 
-def _fetch_commit(repo, url, ref):
+def parse_spec(spec: str | None, target: Target, *, option: str = "--base") -> BaseSpec:
+    """The one syntax of `--base` and `--upstream-tests` (docs/user.md, "Specs"): `sdist` (only `--base`; also
+    None or ""), `path:DIR` (made absolute) or `git:URL[@REF]` (REF defaults to HEAD, the remote's default branch;
+    `{version}` in REF is `target`'s pinned version)."""
+    if option == "--base" and spec in (None, "", "sdist"):
+        return SDIST
+    kind, _, rest = (spec or "").partition(":")
+    if kind == "path" and rest:
+        return BaseSpec("path", str(Path(rest).expanduser().resolve()))
+    if kind == "git":
+        url, ref = _split_ref(rest)
+        if url and ref:
+            return BaseSpec("git", url, ref.replace("{version}", target.version))
+    raise SeriesError(USAGE[option].format(spec=spec))
+
+
+def _split_ref(text: str) -> tuple[str, str]:
+    """(URL, REF) of `URL@REF`, (URL, "HEAD") without one. The last `@` belongs to the URL when what follows it
+    holds a `:` (`git@host:org/x.git`) or when it ends the user of `scheme://user@host/...`."""
+    url, at, ref = text.rpartition("@")
+    if not at or ":" in ref or ("://" in url and "/" not in url.split("://", 1)[1]):
+        return text, "HEAD"
+    return url, ref
+
+
+def _fetch_commit(repo: Repo, url: str, ref: str) -> str:
     try:
         repo.run("fetch", "--quiet", "--depth=1", "--no-tags", url, ref)
     except GitError as exc:
         raise SeriesError(f"cannot fetch {ref} from {url}: {exc}") from None
-    return repo.rev("FETCH_HEAD")
+    return repo.out("rev-parse", "--verify", "FETCH_HEAD^{commit}")
 
 
-def check_spec(spec):
+def check_spec(spec: BaseSpec) -> None:
     """Error out on a base that cannot work, before anything is made or removed: a `path:` that is not a
     folder, not a git repository, a bare one, or one without commits."""
     if spec.kind == "path":
         _git_source(spec)
 
 
-def _git_source(spec):
+def _git_source(spec: BaseSpec) -> tuple[str, str]:
     if spec.kind == "path":
         src = Path(spec.location)
         if not src.exists():
@@ -88,7 +108,9 @@ def _git_source(spec):
     return spec.location, spec.ref
 
 
-def create(target, spec, dest, *, downloads, log=print):
+def create(
+    target: Target, spec: BaseSpec, dest: str | Path, *, downloads: Path, log: Callable[[str], None] = print
+) -> str:
     """Create the new repository `dest` holding the base, on branch `patches`, tagged `series/base`.
 
     Returns the base commit id. `dest` must not exist; nothing is left behind on failure.
@@ -125,13 +147,13 @@ def create(target, spec, dest, *, downloads, log=print):
         raise
 
 
-def set_excludes(repo):
+def set_excludes(repo: Repo) -> None:
     exclude = repo.git_dir() / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     exclude.write_text(EXCLUDES, encoding="utf-8")
 
 
-def fetch_into(repo, spec):
+def fetch_into(repo: Repo, spec: BaseSpec) -> str:
     """For a reused scratch repository: fetch a git base again and return its commit id."""
     url, ref = _git_source(spec)
     return _fetch_commit(repo, url, ref)

@@ -8,7 +8,6 @@ turns step by step, unpatched/patched/unpatched/patched, the variant that starts
 """
 
 import contextlib
-import hashlib
 import json
 import os
 import platform
@@ -17,12 +16,22 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import base as base_mod
 from .am import am_series, check_patches
+from .context import Context
+from .digests import sha256_of
 from .errors import SeriesError
-from .git import GitError, Repo
+from .git import GitError, Repo, StrPath
+from .manifest import Target
+
+
+JSON = dict[str, Any]
+Trees = dict[str, dict[str, Path]]  # target name -> {variant: source tree}
 
 
 VARIANTS = ("base", "series")
@@ -36,15 +45,15 @@ GOAL_RATIO = 1.01  # patched/unpatched time per optimizer step
 # -- the two source trees per target -----------------------------------------------------------------
 
 
-def tree_key(target):
+def tree_key(target: Target) -> str:
     """What the bench trees of `target` are made from: the pinned base and the bytes of every patch."""
-    digest = hashlib.sha256(base_mod.key_of(base_mod.parse_spec(None), target).encode())
+    parts: list[str | Path] = [base_mod.SDIST.key(target)]
     for path in target.patch_paths():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+        parts += [path.name, "\0", path, "\0"]
+    return sha256_of(*parts)[:16]
 
 
-def _trees_ok(folder, key):
+def _trees_ok(folder: Path, key: str) -> bool:
     series, base = Repo(folder / "series", isolated=True), Repo(folder / "base", isolated=True)
     try:
         if not (series.is_work_tree() and base.is_work_tree()) or series.config("series.benchkey") != key:
@@ -54,7 +63,7 @@ def _trees_ok(folder, key):
         return False
 
 
-def prepare_trees(ctx, target):
+def prepare_trees(ctx: Context, target: Target) -> dict[str, Path]:
     """<work>/bench/<target>/{base,series}: reused while the pin and the patches are unchanged."""
     check_patches(target)
     folder = ctx.work / "bench" / target.name
@@ -66,7 +75,7 @@ def prepare_trees(ctx, target):
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder.parent))
     try:
-        spec = base_mod.parse_spec(None)
+        spec = base_mod.SDIST
         base_mod.create(target, spec, staging / "series", downloads=ctx.downloads, log=ctx.log)
         repo = Repo(staging / "series", isolated=True)
         failed, files = am_series(repo, target, target.patches)
@@ -86,7 +95,7 @@ def prepare_trees(ctx, target):
 # -- running the worker ------------------------------------------------------------------------------
 
 
-def _worker_env(trees, targets, variant):
+def _worker_env(trees: Trees, targets: Sequence[Target], variant: str) -> dict[str, str]:
     env = dict(os.environ)
     # The trees are only ever made whole, never edited: their bytecode can be kept.
     for key in ("PYTHONSTARTUP", "PYTHONHOME", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"):
@@ -96,7 +105,7 @@ def _worker_env(trees, targets, variant):
     return env
 
 
-def _results(output, trees, targets, variant):
+def _results(output: str, trees: Trees, targets: Sequence[Target], variant: str) -> tuple[JSON, dict[str, JSON]]:
     lines = [json.loads(line[len(PREFIX) :]) for line in output.splitlines() if line.startswith(PREFIX)]
     info = next((line["info"] for line in lines if "info" in line), None)
     if info is None:
@@ -110,7 +119,18 @@ def _results(output, trees, targets, variant):
     return info, {line["case"]: line for line in lines if "case" in line}
 
 
-def run_both(python, trees, targets, worker_args, *, logs, timeout, paired, lead="base", cpu=None):
+def run_both(
+    python: StrPath,
+    trees: Trees,
+    targets: Sequence[Target],
+    worker_args: Sequence[str],
+    *,
+    logs: Path,
+    timeout: float,
+    paired: bool,
+    lead: str = "base",
+    cpu: int | None = None,
+) -> dict[str, tuple[JSON, dict[str, JSON]]]:
     """Run the worker for both variants at once; `paired` makes them alternate their optimizer steps,
     and `cpu` puts both on that CPU (CPUs of a machine differ: one may share its core with a busy neighbour).
     Their output goes to `<logs>-<variant>.log`.
@@ -175,14 +195,14 @@ def run_both(python, trees, targets, worker_args, *, logs, timeout, paired, lead
     return results
 
 
-def loadavg():
+def loadavg() -> float | None:
     try:
         return float(Path("/proc/loadavg").read_text(encoding="utf-8").split()[0])
     except (OSError, ValueError, IndexError):
         return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
-def machine():
+def machine() -> JSON:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     model = platform.processor() or platform.machine()
     try:
@@ -195,17 +215,89 @@ def machine():
     return {"cpus": cpus, "cpu_model": model, "system": f"{platform.system()} {platform.release()}"}
 
 
+# -- the measurements --------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What `bench` measures: `reps` timed pairs (0: only the counting run) of `steps` optimizer steps after
+    `warmup`, the counting run over `count_steps`, torch threads per process, the cases (all when empty) and the
+    limit per benchmark process."""
+
+    reps: int
+    steps: int
+    warmup: int
+    count_steps: int
+    threads: int = 1
+    cases: list[str] = field(default_factory=list)
+    timeout: int = 900
+
+    def worker_args(self) -> list[str]:
+        """The arguments every worker run gets."""
+        args = ["--warmup", str(self.warmup), "--threads", str(self.threads)]
+        for case in self.cases:
+            args += ["--case", case]
+        return args
+
+
+@dataclass
+class Measured:
+    """What the runs gave: the counting run's info (torch, threads, model) and counts per variant, the results of
+    each timed run per variant, the 1-minute load average along the way and the machine."""
+
+    info: JSON
+    counts: dict[str, dict[str, JSON]]  # variant -> case -> counts
+    timings: dict[str, list[dict[str, JSON]]]  # variant -> one {case: result} per timed run
+    loads: list[float]
+    host: JSON  # machine()
+
+
+def measure(ctx: Context, python: StrPath, trees: Trees, targets: Sequence[Target], plan: Plan) -> Measured:
+    """The counting run of both variants, then `plan.reps` timed pairs, each on one CPU (the variant that starts
+    alternates every pair, the CPU every two). Logs under <work>/logs/bench/."""
+    loads = [loadavg()]
+    ctx.log("counting host syncs and calls per optimizer step")
+    logs = ctx.work / "logs" / "bench"
+    if logs.exists():
+        shutil.rmtree(logs)
+    count_args = [*plan.worker_args(), "--count-syncs", "--steps", str(plan.count_steps)]
+    counted = run_both(python, trees, targets, count_args, logs=logs / "count", timeout=plan.timeout, paired=False)
+    loads.append(loadavg())
+    timings: dict[str, list[dict[str, JSON]]] = {variant: [] for variant in VARIANTS}
+    cpus: list[int | None] = [*sorted(os.sched_getaffinity(0))] if hasattr(os, "sched_getaffinity") else [None]
+    for rep in range(plan.reps):
+        lead, cpu = VARIANTS[rep % 2], cpus[(rep // 2) % len(cpus)]
+        where = "" if cpu is None else f" on CPU {cpu}"
+        ctx.log(f"timed pair {rep + 1}/{plan.reps}{where} ({LABELS[lead]} steps first)")
+        timed = run_both(
+            python,
+            trees,
+            targets,
+            [*plan.worker_args(), "--steps", str(plan.steps)],
+            logs=logs / f"pair{rep + 1}",
+            timeout=plan.timeout,
+            paired=True,
+            lead=lead,
+            cpu=cpu,
+        )
+        for variant in VARIANTS:
+            timings[variant].append(timed[variant][1])
+        loads.append(loadavg())
+    counts = {variant: counted[variant][1] for variant in VARIANTS}
+    return Measured(counted["base"][0], counts, timings, [load for load in loads if load is not None], machine())
+
+
 # -- summary -----------------------------------------------------------------------------------------
 
 
 METRICS = {"cpu": "step_cpu_s", "wall": "step_s"}
 
 
-def _ms(seconds):
+def _ms(seconds: float) -> float:
     return round(seconds * 1000, 2)
 
 
-def _stats(values):
+def _stats(values: Sequence[float]) -> JSON:
     if not values:
         return {"run_medians_ms": [], "median_ms": None, "min_ms": None, "max_ms": None}
     return {
@@ -216,7 +308,7 @@ def _stats(values):
     }
 
 
-def summarize(counts, timings):
+def summarize(counts: dict[str, dict[str, JSON]], timings: dict[str, list[dict[str, JSON]]]) -> list[JSON]:
     """Per case: for each variant the counts per step and, for CPU and wall time, the median step time of
     every timed run with their median and range; the ratios patched/unpatched of those medians."""
     rows = []
@@ -232,8 +324,8 @@ def summarize(counts, timings):
                 "torch_calls_per_step": counted["torch_calls"] / steps,
                 "python_calls_per_step": counted["python_calls"] / steps,
             }
-            for metric, field in METRICS.items():
-                row[variant][metric] = _stats([statistics.median(run[name][field]) for run in timings[variant]])
+            for metric, key in METRICS.items():
+                row[variant][metric] = _stats([statistics.median(run[name][key]) for run in timings[variant]])
         for metric in METRICS:
             base, series = row["base"][metric], row["series"][metric]
             row[f"ratio_{metric}"] = round(series["median_ms"] / base["median_ms"], 4) if base["median_ms"] else None
@@ -247,21 +339,21 @@ def summarize(counts, timings):
     return rows
 
 
-def _label(row):
+def _label(row: JSON) -> str:
     label = row["optim"] + (", GradScaler" if row["scaler"] else "")
     return label + (f", accumulation {row['accumulation']}" if row["accumulation"] > 1 else "")
 
 
-def _markdown(head, rows):
+def _markdown(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
 
 
-def _time_cell(stats):
+def _time_cell(stats: JSON) -> str:
     return f"{stats['median_ms']:.2f} ({stats['min_ms']:.2f}-{stats['max_ms']:.2f})"
 
 
-def time_table(rows):
+def time_table(rows: Sequence[JSON]) -> str:
     head = ["case", "optimizer", "unpatched CPU ms/step", "patched CPU ms/step", "ratio", "ratio per pair"]
     head.append("wall-time ratio")
     body = []
@@ -274,7 +366,7 @@ def time_table(rows):
     return _markdown(head, body)
 
 
-def count_table(rows):
+def count_table(rows: Sequence[JSON]) -> str:
     head = ["case", "optimizer", "host syncs/step", "added (budget)", "torch calls/step", "Python calls/step"]
     body = []
     for row in rows:
@@ -291,3 +383,68 @@ def count_table(rows):
             ]
         )
     return _markdown(head, body)
+
+
+def result_lines(rows: Sequence[JSON], measured: Measured, plan: Plan) -> list[str]:
+    """The README's Performance section: the tables (times only after timed pairs), the machine, what was
+    measured and how."""
+    host, info, loads = measured.host, measured.info, measured.loads
+    load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "unknown"
+    lines = [time_table(rows), ""] if plan.reps else []
+    lines += [count_table(rows), ""]
+    lines.append(
+        f"Machine: {host['cpus']} CPUs ({host['cpu_model']}), {host['system']}, 1-minute load average {load} "
+        f"during the run (the benchmark's own process included). torch {info['torch']}, {info['threads']} "
+        f"thread(s) per process. Model: {info['model']}."
+    )
+    if plan.reps:
+        lines.append(
+            f"Time: {plan.reps} pairs of runs, one process per variant, taking turns step by step on one CPU "
+            "(A/B/A/B; the variant that starts alternates, the CPU every two pairs). A run's time is its median "
+            f"over {plan.steps} optimizer steps after {plan.warmup} warm-up steps; a cell is the median over the "
+            "runs (lowest-highest run in brackets). Ratio: patched/unpatched of those medians; per pair: the "
+            "median (lowest-highest) of the ratios within a pair. CPU time is the process's own; the wall-time "
+            "ratio is computed the same way from wall-clock times."
+        )
+    lines.append(
+        f"Counts per optimizer step over {plan.count_steps} steps after the warm-up: host syncs are calls that "
+        "read a tensor on the host (item, bool, tolist, cpu, ...); torch calls are those made from Python; "
+        "Python calls are function calls. Budget: host syncs per step the series may add."
+    )
+    return lines
+
+
+def verdict(rows: Sequence[JSON], plan: Plan) -> str:
+    """Whether the host syncs are within budget, and with timed pairs in how many cases the CPU-time ratio is."""
+    syncs_ok = all(row["syncs_ok"] for row in rows)
+    text = f"host syncs {'within budget' if syncs_ok else 'OVER BUDGET'}"
+    if plan.reps:
+        within = sum(row["ratio_cpu"] <= GOAL_RATIO for row in rows)
+        within_pairs = sum(statistics.median(row["pair_ratios_cpu"]) <= GOAL_RATIO for row in rows)
+        text += (
+            f"; CPU-time ratio <= {GOAL_RATIO} in {within} of {len(rows)} cases, per pair (median) in "
+            f"{within_pairs} of {len(rows)}"
+        )
+    return text
+
+
+def report(rows: list[JSON], measured: Measured, plan: Plan, python: StrPath, duration: float) -> JSON:
+    """`bench --json`'s report."""
+    info = measured.info
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "syncs_ok": all(row["syncs_ok"] for row in rows),
+        "machine": dict(measured.host, load_average_1m=measured.loads),
+        "setup": {
+            "reps": plan.reps,
+            "steps": plan.steps,
+            "warmup": plan.warmup,
+            "count_steps": plan.count_steps,
+            "threads": info["threads"],
+            "torch": info["torch"],
+            "model": info["model"],
+        },
+        "python": str(python),
+        "cases": rows,
+        "duration_s": duration,
+    }

@@ -17,7 +17,6 @@ One folder, `series-gpu-checks/`, packed as a reproducible .tar.gz (same inputs,
 import ast
 import email.parser
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -26,15 +25,18 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import patchfile, placement
-from .archive import sha256_file
-from .base import parse_spec
-from .context import REPO_ROOT
+from .base import SDIST
+from .context import REPO_ROOT, Context
+from .digests import sha256_file, sha256_of
 from .errors import SeriesError
 from .fetch import fetch_sdist
-from .git import Repo
+from .git import Repo, StrPath
+from .manifest import Target
 from .preimages import load_preimages
 from .results import is_test_file
 from .scratch import prepare_scratch
@@ -161,19 +163,25 @@ print(json.dumps({"dists": out, "missing": missing, "python": f"3.{minor}", "rai
 """
 
 
-def sdist_metadata(sdist):
+Files = dict[str, tuple[bytes | Path, bool]]  # archive path -> (bytes, or the file holding them; executable)
+
+
+def sdist_metadata(sdist: Path) -> tuple[list[str], str]:
     """(`Requires-Dist` lines, `Requires-Python`) of an sdist's top-level PKG-INFO."""
     with tarfile.open(sdist, "r:gz") as tar:
         for member in tar.getmembers():
             parts = member.name.split("/")
             if len(parts) == 2 and parts[1] == "PKG-INFO" and member.isreg():
-                text = tar.extractfile(member).read().decode("utf-8", errors="replace")
+                fh = tar.extractfile(member)
+                text = fh.read().decode("utf-8", errors="replace") if fh else ""
                 message = email.parser.Parser().parsestr(text, headersonly=True)
                 return message.get_all("Requires-Dist") or [], message.get("Requires-Python") or ""
     raise SeriesError(f"{sdist.name} has no PKG-INFO: cannot tell what it needs")
 
 
-def collect_deps(python, roots, *, direct, exclude, requires_python):
+def collect_deps(
+    python: StrPath, roots: Iterable[str], *, direct: Iterable[str], exclude: Iterable[str], requires_python: list[str]
+) -> dict[str, Any]:
     """The closure of `roots` in `python`'s environment, for Linux and the oldest Python the targets and those
     packages admit: {"pure": [...], "compiled": [...], "installed": {name: version}, "python": "3.N"}."""
     args = json.dumps(
@@ -205,14 +213,14 @@ def collect_deps(python, roots, *, direct, exclude, requires_python):
     return data
 
 
-def _names(requirements):
+def _names(requirements: Iterable[str]) -> list[str]:
     return sorted({re.split(r"[^A-Za-z0-9._-]", req, maxsplit=1)[0] for req in requirements})
 
 
-def dist_members(dist):
+def dist_members(dist: dict[str, Any]) -> list[tuple[str, Path]]:
     """(archive path below deps/site, file) of an installed pure distribution, without bytecode and scripts."""
     site = Path(dist["site"]).resolve()
-    members = []
+    members: list[tuple[str, Path]] = []
     for rel in dist["files"]:
         path = (site / rel).resolve()
         if not path.is_relative_to(site) or "__pycache__" in Path(rel).parts or rel.endswith(".pyc"):
@@ -223,13 +231,13 @@ def dist_members(dist):
     return members
 
 
-def imported_modules(sources):
+def imported_modules(sources: Iterable[str]) -> list[list[Any]]:
     """(module, [names]) the test files import at module level (also under a module-level `if`), not the
     standard library's or the tests' own: what the runner imports once before the checks."""
-    wanted = {}
+    wanted: dict[str, set[str]] = {}
     stdlib = set(getattr(sys, "stdlib_module_names", ()))
 
-    def visit(body):
+    def visit(body: list[ast.stmt]) -> None:
         for node in body:
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -252,17 +260,18 @@ def imported_modules(sources):
     ]
 
 
-def build_stages(ctx, target):
+def build_stages(ctx: Context, target: Target) -> tuple[Path, str, list[dict[str, Any]], Files]:
     """Put `target`'s patches on its pinned sdist in `<work>/bundle/<target>`.
 
     Returns (sdist file, the patches' entries for bundle.json, {archive path: (bytes, executable)})."""
     sdist = fetch_sdist(target.package, target.version, target.sha256, ctx.downloads, log=ctx.log)
-    repo, base = prepare_scratch(ctx, target, parse_spec(None), folder="bundle")
-    patches, files = [], {}
+    repo, base = prepare_scratch(ctx, target, SDIST, folder="bundle")
+    patches: list[dict[str, Any]] = []
+    files: Files = {}
     prev = base
     preimages = {"tried": False}
 
-    def load():
+    def load() -> None:
         if not preimages["tried"]:
             preimages["tried"] = True
             problem = load_preimages(repo, target, ctx.downloads, ctx.log)
@@ -278,12 +287,12 @@ def build_stages(ctx, target):
                 f"{target.name} {name} does not go onto the pinned base plus the earlier patches ({placed.status}"
                 f"{': ' + where if where else ''}): `verify` says more; no bundle was written"
             )
-        commit = repo.head()
+        commit = repo.out("rev-parse", "HEAD")
         changes = repo.changes(prev, commit)
         kept = [c.path for c in changes if c.status != "D"]
         modes = _modes(repo, commit, kept)
         stage = f"stages/{target.name}/{name[:4]}"
-        changed = []
+        changed: list[dict[str, Any]] = []
         for path in kept:
             mode = modes.get(path)
             if mode not in ("100644", "100755"):
@@ -313,11 +322,11 @@ def build_stages(ctx, target):
     return sdist, base, patches, files
 
 
-def _modes(repo, commit, paths):
+def _modes(repo: Repo, commit: str, paths: Sequence[str]) -> dict[str, str]:
     if not paths:
         return {}
     out = repo.run("ls-tree", "-z", commit, "--", *paths).stdout
-    modes = {}
+    modes: dict[str, str] = {}
     for record in out.split("\0"):
         if record:
             meta, path = record.split("\t", 1)
@@ -325,7 +334,7 @@ def _modes(repo, commit, paths):
     return modes
 
 
-def tool_state(root):
+def tool_state(root: StrPath) -> tuple[str | None, bool | None]:
     """The tool's commit, and whether its work tree has changes (the bundle says what made it)."""
     repo = Repo(root)
     if not repo.is_work_tree():
@@ -333,10 +342,12 @@ def tool_state(root):
     return repo.head(), bool(repo.status())
 
 
-def build(ctx, targets, python):
+def build(ctx: Context, targets: list[Target], python: StrPath) -> tuple[Files, dict[str, Any]]:
     """Everything the archive holds: {archive path: (bytes or Path, executable)} and bundle.json's data."""
-    files = {}
-    entries, sdists, tests = [], {}, []
+    files: Files = {}
+    entries: list[dict[str, Any]] = []
+    sdists: dict[str, Path] = {}
+    tests: list[str] = []
     for target in targets:
         ctx.log(f"{target.name}: {len(target.patches)} patch(es) on the pinned sdist")
         sdist, base, patches, staged = build_stages(ctx, target)
@@ -344,7 +355,9 @@ def build(ctx, targets, python):
         sdists[target.name] = sdist
         files[f"sdists/{sdist.name}"] = (sdist, False)
         for patch in patches:
-            tests += [staged[f"{patch['stage']}/{path}"][0].decode("utf-8", "replace") for path in patch["test_files"]]
+            tests += [
+                _read(staged[f"{patch['stage']}/{path}"][0]).decode("utf-8", "replace") for path in patch["test_files"]
+            ]
         entries.append(
             {
                 "name": target.name,
@@ -430,23 +443,23 @@ def build(ctx, targets, python):
     return files, bundle
 
 
-def _canonical(name):
+def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _read(data):
+def _read(data: bytes | Path) -> bytes:
     return data.read_bytes() if isinstance(data, Path) else data
 
 
-def write(out, files, bundle):
+def write(out: Path, files: Files, bundle: dict[str, Any]) -> tuple[int, dict[str, tuple[bytes, bool]]]:
     """Write the archive to `out` through a temporary file beside it (nothing half-written); returns its size."""
-    digests = {}
-    contents = {}
+    digests: dict[str, str] = {}
+    contents: dict[str, tuple[bytes, bool]] = {}
     for rel in sorted(files):
         data, executable = files[rel]
         blob = _read(data)
         contents[rel] = (blob, executable)
-        digests[rel] = hashlib.sha256(blob).hexdigest()
+        digests[rel] = sha256_of(blob)
     bundle = dict(bundle, files=digests)
     contents["bundle.json"] = ((json.dumps(bundle, indent=2, sort_keys=False) + "\n").encode(), False)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
@@ -477,7 +490,7 @@ def write(out, files, bundle):
     return out.stat().st_size, contents
 
 
-def _info(name, size, kind, mode):
+def _info(name: str, size: int, kind: bytes, mode: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.size = size
     info.type = kind

@@ -9,6 +9,9 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import NoReturn
 
 from .commands import apply, bench, branches, bundle, checkout, downstream, export, pr, python, selftest, verify
 from .context import Context
@@ -24,13 +27,13 @@ exit status: 0 success; 1 a check failed (verify, bench, downstream) or git am s
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         # One line, like every other error of the tool.
         print(f"series: error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
 
 
-def _global_options(parser, suppress):
+def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument(
         "--work", metavar="DIR", default=default, help="work folder (default: <repo>/.work, or $SERIES_WORK)"
@@ -43,7 +46,7 @@ def _global_options(parser, suppress):
     )
 
 
-def build_parser():
+def build_parser() -> Parser:
     parser = Parser(
         prog="series",
         description="Pinned-base patch series: checkout, apply, branches, export, verify, pr.",
@@ -65,7 +68,7 @@ def build_parser():
     return parser
 
 
-def _need_git():
+def _need_git() -> None:
     version = git_version()
     if version is None:
         raise SeriesError("git is not installed (not found on PATH)")
@@ -74,11 +77,11 @@ def _need_git():
         raise SeriesError(f"git {need} or newer is needed (found {found})")
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for key in ("work", "manifest"):
         if not hasattr(args, key):

@@ -6,7 +6,7 @@ from .errors import SeriesError
 from .git import Repo
 
 
-def open_clean_clone(path, command):
+def open_clean_clone(path: str | Path, command: str) -> Repo:
     """The clone at `path` (its top folder), or bad input: not a folder, not a git repository, bare, without
     commits, in the middle of an am/rebase/merge, or with uncommitted changes or untracked files."""
     path = Path(path).expanduser().resolve()
@@ -32,7 +32,7 @@ def open_clean_clone(path, command):
     return repo
 
 
-def committer_identity(repo):
+def committer_identity(repo: Repo) -> dict[str, str]:
     """{GIT_COMMITTER_NAME, GIT_COMMITTER_EMAIL} of the clone's user, or bad input when git has none."""
     proc = repo.run("var", "GIT_COMMITTER_IDENT", check=False)
     ident = proc.stdout.strip()

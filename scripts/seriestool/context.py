@@ -1,5 +1,6 @@
 """Where things live for one invocation of the tool, and how it talks to the user."""
 
+import argparse
 import os
 import sys
 import tempfile
@@ -16,7 +17,7 @@ REQUIREMENTS = REPO_ROOT / "scripts" / "requirements-test.txt"
 class Context:
     """The work folder, the manifest, the download cache and the pinned requirements of one run."""
 
-    def __init__(self, args):
+    def __init__(self, args: argparse.Namespace) -> None:
         self.repo_root = REPO_ROOT
         work = getattr(args, "work", None)
         self.work = Path(work or os.environ.get("SERIES_WORK") or REPO_ROOT / ".work").resolve()
@@ -25,16 +26,16 @@ class Context:
         downloads = os.environ.get("SERIES_DOWNLOADS")
         self.downloads = Path(downloads).resolve() if downloads else self.work / "downloads"
         self.requirements = Path(os.environ.get("SERIES_REQUIREMENTS") or REQUIREMENTS).resolve()
-        self._manifest = None
+        self._manifest: manifest_mod.Manifest | None = None
         self._work_ok = False
 
     @property
-    def manifest(self):
+    def manifest(self) -> manifest_mod.Manifest:
         if self._manifest is None:
             self._manifest = manifest_mod.load(self.manifest_path)
         return self._manifest
 
-    def work_dir(self):
+    def work_dir(self) -> Path:
         """The work folder, made when missing; a SeriesError (one line) when it cannot be made or written."""
         if not self._work_ok:
             try:
@@ -51,12 +52,12 @@ class Context:
             self._work_ok = True
         return self.work
 
-    def checkout_dir(self, target):
+    def checkout_dir(self, target: manifest_mod.Target) -> Path:
         """The default checkout of `target` (`checkout`, `export`, `python`)."""
         return self.work / "checkouts" / target.name
 
-    def out(self, message):
+    def out(self, message: str) -> None:
         print(message, flush=True)
 
-    def log(self, message):
+    def log(self, message: str) -> None:
         print(f"series: {message}", file=sys.stderr, flush=True)

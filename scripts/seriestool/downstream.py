@@ -20,7 +20,6 @@ library only) owns everything around them:
 
 import contextlib
 import fnmatch
-import hashlib
 import json
 import math
 import os
@@ -30,17 +29,26 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import archive, pyenv
 from . import base as base_mod
 from .am import am_series
-from .archive import sha256_file
+from .context import Context
+from .digests import sha256_file, sha256_of
 from .errors import SeriesError
-from .manifest import DOWNSTREAM_FIELDS
+from .git import Repo
+from .manifest import DOWNSTREAM_FIELDS, Manifest, Target
+from .runcache import RunCache
 from .runners import stop_group
 from .scratch import prepare_scratch
+
+
+JSON = dict[str, Any]  # an outcome, a scenario's entry, a report: what goes into JSON files
+Log = Callable[[str], None]
 
 
 SCRIPTS = Path(__file__).resolve().parents[1]
@@ -67,17 +75,17 @@ KEEP_TREES = 16  # source trees kept beyond those of the current series
 class Install:
     folder: Path
     site: Path
-    layers: dict  # layer name (trl-1.14.2) -> folder
-    info: dict  # what the marker records: seconds, bytes, packages per layer, key
+    layers: dict[str, Path]  # layer name (trl-1.14.2) -> folder
+    info: JSON  # what the marker records: seconds, bytes, packages per layer, key
 
-    def path_for(self, layer):
+    def path_for(self, layer: str | None) -> list[Path]:
         """The folders a worker of `layer` (None: the main set) has on PYTHONPATH, first wins."""
         if layer is not None and layer not in self.layers:
             raise SeriesError(f"a scenario needs the layer {layer}, which no requirements-downstream-*.txt installs")
         return ([self.layers[layer]] if layer else []) + [self.site]
 
 
-def layer_files(requirements=REQUIREMENTS):
+def layer_files(requirements: str | Path = REQUIREMENTS) -> dict[str, Path]:
     """The layers over the main set: `requirements-downstream-*.txt` beside it, one pin each -> {name: file}."""
     layers = {}
     for path in sorted(Path(requirements).parent.glob(Path(requirements).stem + "-*.txt")):
@@ -90,14 +98,14 @@ def layer_files(requirements=REQUIREMENTS):
     return layers
 
 
-def install_key(python, requirements=REQUIREMENTS):
-    digest = hashlib.sha256(str(python).encode() + b"\0" + Path(requirements).read_bytes())
+def install_key(python: str | Path, requirements: str | Path = REQUIREMENTS) -> str:
+    parts: list[str | Path] = [str(python), "\0", Path(requirements)]
     for name, path in layer_files(requirements).items():
-        digest.update(name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+        parts += [name, "\0", path]
+    return sha256_of(*parts)[:16]
 
 
-def _size(folder):
+def _size(folder: Path) -> int:
     total = 0
     for root, _, files in os.walk(folder):
         for name in files:
@@ -106,7 +114,7 @@ def _size(folder):
     return total
 
 
-def _pip_install(python, requirements, target, log_path):
+def _pip_install(python: str | Path, requirements: Path, target: Path, log_path: Path) -> None:
     cmd = [str(python), "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "--progress-bar", "off"]
     cmd += ["--no-compile", "--target", str(target), "-r", str(requirements)]
     with open(log_path, "a", encoding="utf-8") as log:
@@ -120,7 +128,9 @@ def _pip_install(python, requirements, target, log_path):
         )
 
 
-def ensure_install(work, python, base_tree, *, requirements=REQUIREMENTS, log=print):
+def ensure_install(
+    work: Path, python: Path, base_tree: Path, *, requirements: str | Path = REQUIREMENTS, log: Log = print
+) -> Install:
     """The downstream install for `python`, made once: `<work>/downstream-env-<key>/{site,<layer>...}`.
 
     `base_tree` (the release's transformers sources) is on the path while it is checked. The marker is written
@@ -143,7 +153,7 @@ def ensure_install(work, python, base_tree, *, requirements=REQUIREMENTS, log=pr
     try:
         count = pyenv.pinned_count(requirements)
         log(f"downstream: installing {count} pinned package(s) with --no-deps (once), log {log_path} ...")
-        _pip_install(python, requirements, staging / "site", log_path)
+        _pip_install(python, Path(requirements), staging / "site", log_path)
         for name, path in layer_files(requirements).items():
             log(f"downstream: installing the layer {name}")
             _pip_install(python, path, staging / name, log_path)
@@ -159,7 +169,7 @@ def ensure_install(work, python, base_tree, *, requirements=REQUIREMENTS, log=pr
                 raise SeriesError(f"the downstream install{where} is not complete: {problems[0]}{more}")
             packages[layer or "main"] = checked["packages"]
         seconds = round(time.monotonic() - started, 1)
-        info = {"key": key, "seconds": seconds, "pip_seconds": pip_seconds, "bytes": _size(staging)}
+        info: JSON = {"key": key, "seconds": seconds, "pip_seconds": pip_seconds, "bytes": _size(staging)}
         info["packages"] = packages
         (staging / MARKER).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         os.rename(staging, folder)
@@ -169,7 +179,7 @@ def ensure_install(work, python, base_tree, *, requirements=REQUIREMENTS, log=pr
     return Install(folder, folder / "site", layers, info)
 
 
-def _worker_env(paths):
+def _worker_env(paths: Iterable[str | Path]) -> dict[str, str]:
     env = dict(os.environ)
     for key in ("PYTHONSTARTUP", "PYTHONHOME", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS"):
         env.pop(key, None)
@@ -181,7 +191,7 @@ def _worker_env(paths):
     return env
 
 
-def _check(python, paths, roots):
+def _check(python: Path, paths: Iterable[str | Path], roots: Iterable[str | Path]) -> JSON:
     proc = subprocess.run(
         [str(python), str(WORKER), "--check", *map(str, roots)],
         env=_worker_env(paths),
@@ -197,7 +207,7 @@ def _check(python, paths, roots):
     return json.loads(lines[-1])
 
 
-def scenarios(python):
+def scenarios(python: Path) -> list[JSON]:
     """The scenarios the worker defines: [{name, package, layer, fp16}]."""
     proc = subprocess.run(
         [str(python), str(WORKER), "--list"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
@@ -219,28 +229,28 @@ class Point:
     label: str  # "release", "0004", "accelerate 0001"
     patch: str | None  # the patch that makes this point from the one before (None for the release)
     target: str | None  # whose patch
-    trees: dict  # target name -> tree id of its source folder; None: a companion at its release (the venv's)
+    trees: dict[str, str | None]  # target name -> tree id of its source folder; None: a companion at its release
 
 
 @dataclass
 class Series:
     """The points of one run and where their trees are (made on demand)."""
 
-    points: list
-    repos: dict  # target name -> (Repo, {tree id: commit})
-    source_dirs: dict  # target name -> source folder in the repository (src)
+    points: list[Point]
+    repos: dict[str, tuple[Repo, dict[str, str]]]  # target name -> (Repo, {tree id: commit})
+    source_dirs: dict[str, str]  # target name -> source folder in the repository (src)
     folder: Path  # <work>/downstream/trees
-    base_trees: dict  # target name -> tree id of the release
+    base_trees: dict[str, str]  # target name -> tree id of the release
 
-    def tree_path(self, target, tree):
+    def tree_path(self, target: str, tree: str) -> Path:
         return self.folder / target / tree
 
-    def paths(self, point):
+    def paths(self, point: Point) -> list[Path]:
         """PYTHONPATH entries of `point`: its trees (made when missing); a companion target at its release has none
         and comes from the venv."""
         return [self.ensure(name, tree) for name, tree in point.trees.items() if tree is not None]
 
-    def ensure(self, target, tree):
+    def ensure(self, target: str, tree: str) -> Path:
         """The folder holding `tree` of `target`: made once from the base tree and the files that differ."""
         path = self.tree_path(target, tree)
         if (path / MARKER).is_file():
@@ -283,7 +293,7 @@ class Series:
             shutil.rmtree(staging, ignore_errors=True)
         return path
 
-    def prune(self, keep_extra=KEEP_TREES):
+    def prune(self, keep_extra: int = KEEP_TREES) -> None:
         """Drop trees of earlier series beyond the `keep_extra` most recently made."""
         current = {(p_target, tree) for p in self.points for p_target, tree in p.trees.items() if tree}
         current |= set(self.base_trees.items())
@@ -299,7 +309,7 @@ class Series:
             shutil.rmtree(tree_dir, ignore_errors=True)
 
 
-def _link_tree(src, dest):
+def _link_tree(src: Path, dest: Path) -> None:
     """A copy of the tree `src` whose files are hard links (no bytecode, no marker)."""
     for root, dirs, files in os.walk(src):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
@@ -310,9 +320,9 @@ def _link_tree(src, dest):
                 os.link(Path(root) / name, Path(dest) / rel / name)
 
 
-def _applied(ctx, target):
+def _applied(ctx: Context, target: Target) -> tuple[Repo, list[str]]:
     """The scratch repository of `target` with its series applied: (Repo, [base, commit per patch])."""
-    repo, base = prepare_scratch(ctx, target, base_mod.parse_spec(None), folder="downstream/repos")
+    repo, base = prepare_scratch(ctx, target, base_mod.SDIST, folder="downstream/repos")
     failed, files = am_series(repo, target, target.patches)
     if failed:
         where = f" ({', '.join(files)})" if files else ""
@@ -325,14 +335,16 @@ def _applied(ctx, target):
     return repo, commits
 
 
-def series_points(ctx, target, through=None):
+def series_points(ctx: Context, target: Target, through: str | None = None) -> Series:
     """The points of `target`'s series: the release, each prefix up to `through` (a patch file name; None: all),
     then, for the whole series, each prefix of the companion targets' series on top."""
     main = [target]
     companions = [] if through else [ctx.manifest.target(name) for name in target.verify_with]
     companions = [c for c in companions if c.patches]
-    repos, base_trees, source_dirs = {}, {}, {}
-    trees = {}
+    repos: dict[str, tuple[Repo, dict[str, str]]] = {}
+    base_trees: dict[str, str] = {}
+    source_dirs: dict[str, str] = {}
+    trees: dict[str, list[str]] = {}
     for each in main + companions:
         repo, commits = _applied(ctx, each)
         ids = [repo.out("rev-parse", f"{commit}:{each.source_dir}") for commit in commits]
@@ -340,7 +352,7 @@ def series_points(ctx, target, through=None):
         base_trees[each.name] = ids[0]
         source_dirs[each.name] = each.source_dir
         trees[each.name] = ids
-    release = {target.name: trees[target.name][0], **{c.name: None for c in companions}}
+    release: dict[str, str | None] = {target.name: trees[target.name][0], **{c.name: None for c in companions}}
     points = [Point(0, RELEASE, None, None, release)]
     stop = target.patches.index(through) + 1 if through else len(target.patches)
     for index in range(1, stop + 1):
@@ -358,33 +370,21 @@ def series_points(ctx, target, through=None):
 # -- running scenarios -------------------------------------------------------------------------------------
 
 
-def worker_digest():
+def worker_digest() -> str:
     return sha256_file(WORKER)
 
 
-PACKAGES_PROBE = (
-    "import hashlib, importlib.metadata as m; "
-    "print(hashlib.sha256('\\n'.join(sorted(f\"{d.metadata['Name']}=={d.version}\" "
-    "for d in m.distributions())).encode()).hexdigest())"
-)
-
-
-def identity(python, install):
+def identity(python: Path, install: Install) -> JSON:
     """What outcomes depend on besides the trees: the interpreter and its packages, the install, the scenarios."""
-    proc = subprocess.run(
-        [str(python), "-c", PACKAGES_PROBE], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
-    )
-    if proc.returncode != 0:
-        raise SeriesError(f"cannot run {python}: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
     return {
         "python": str(python),
-        "packages": proc.stdout.strip(),
+        "packages": pyenv.describe(python)["packages"],
         "install": install.info["key"],
         "scenarios": worker_digest(),
     }
 
 
-def _safe(name):
+def _safe(name: str) -> str:
     return name.replace("/", "__")
 
 
@@ -392,17 +392,29 @@ class Runner:
     """Outcomes of scenarios at points: from the cache, or from worker processes (`jobs` at a time), each of
     which imports the trainers once and forks one child per scenario."""
 
-    def __init__(self, ctx, series, install, python, catalogue, *, cache, jobs, timeout, log):
+    def __init__(
+        self,
+        ctx: Context,
+        series: Series,
+        install: Install,
+        python: Path,
+        catalogue: list[JSON],
+        *,
+        cache: RunCache | None,
+        jobs: int,
+        timeout: int,
+        log: Log,
+    ) -> None:
         self.ctx, self.series, self.install, self.python = ctx, series, install, python
         self.catalogue = {spec["name"]: spec for spec in catalogue}
         self.cache, self.jobs, self.timeout, self.log = cache, jobs, timeout, log
         self.logs = ctx.work / "logs" / "downstream"
-        self.outcomes = {}  # (point index, scenario) -> outcome
+        self.outcomes: dict[tuple[int, str], JSON] = {}  # (point index, scenario) -> outcome
         self.ran = self.reused = 0
-        self.failures = []  # outcomes that are no result (the scenario process died or ran out of time)
-        self.on_outcome = lambda point, name: None  # called as each outcome comes
+        self.failures: list[JSON] = []  # outcomes that are no result (the scenario process died or timed out)
+        self.on_outcome: Callable[[Point, str], None] = lambda point, name: None  # called as each outcome comes
 
-    def _key(self, point, name):
+    def _key(self, point: Point, name: str) -> str | None:
         """The outcome's key in the cache, or None (no cache, or an interpreter that cannot be asked: no reuse)."""
         if self.cache is None:
             return None
@@ -417,19 +429,20 @@ class Runner:
             device="cpu",
         )
 
-    def get(self, point, name):
+    def get(self, point: Point, name: str) -> Any:
+        """The outcome (a dict), or None when it has not run."""
         return self.outcomes.get((point.index, name))
 
-    def need(self, wanted):
+    def need(self, wanted: Iterable[tuple[Point, str]]) -> None:
         """Make sure every (point, scenario name) of `wanted` has an outcome."""
-        todo = {}
+        todo: dict[tuple[object, ...], JSON] = {}
         for point, name in wanted:
             if (point.index, name) in self.outcomes:
                 continue
             log_path = self.logs / point.label.replace(" ", "-") / f"{_safe(name)}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
             key = self._key(point, name)
-            stored = self.cache.get(key, log_path) if key is not None else None
+            stored = self.cache.get(key, log_path) if key is not None and self.cache is not None else None
             if stored is not None:
                 self.outcomes[(point.index, name)] = stored
                 self.reused += 1
@@ -444,12 +457,12 @@ class Runner:
         if todo:
             self._run(list(todo.values()))
 
-    def _run(self, groups):
-        results = queue.Queue()
+    def _run(self, groups: list[JSON]) -> None:
+        results: queue.Queue[tuple[str, JSON, JSON | None]] = queue.Queue()
         pending = sorted(groups, key=lambda group: -len(group["names"]))  # the longest first
-        running = []
+        running: list[tuple[subprocess.Popen[bytes], threading.Thread, JSON]] = []
 
-        def start(group):
+        def start(group: JSON) -> None:
             point, layer = group["point"], self.catalogue[group["names"][0]]["layer"]
             paths = self.series.paths(point) + self.install.path_for(layer)
             folder = self.logs / point.label.replace(" ", "-")
@@ -482,7 +495,7 @@ class Runner:
                     kind, group, payload = results.get(timeout=1.0)
                 except queue.Empty:
                     continue
-                if kind == "outcome":
+                if kind == "outcome" and payload is not None:
                     self._store(group, payload)
                 else:  # the worker's pipe closed: it is done
                     proc = next(item[0] for item in running if item[2] is group)
@@ -496,7 +509,7 @@ class Runner:
             for proc, _, _ in running:
                 stop_group(proc)
 
-    def _store(self, group, outcome):
+    def _store(self, group: JSON, outcome: JSON) -> None:
         name = outcome["name"]
         point = group["point"]
         log_path = self.logs / point.label.replace(" ", "-") / f"{_safe(name)}.log"
@@ -511,7 +524,7 @@ class Runner:
             if problem:
                 outcome = {"name": name, "crashed": problem, "log": str(log_path)}
                 self.failures.append(dict(outcome, point=point.label))
-            elif (key := self._key(point, name)) is not None:
+            elif (key := self._key(point, name)) is not None and self.cache is not None:
                 self.cache.put(key, outcome)
         for other_point, other in group["also"]:
             if other == name:
@@ -519,7 +532,7 @@ class Runner:
                 self.on_outcome(other_point, name)
 
 
-def _reader(fd, group, results):
+def _reader(fd: int, group: JSON, results: "queue.Queue[tuple[str, JSON, JSON | None]]") -> None:
     with os.fdopen(fd, "r", encoding="utf-8") as stream:
         for line in stream:
             with contextlib.suppress(ValueError):
@@ -527,7 +540,7 @@ def _reader(fd, group, results):
     results.put(("done", group, None))
 
 
-def _wrong_sources(outcome, paths):
+def _wrong_sources(outcome: JSON, paths: Iterable[str | Path]) -> str | None:
     """A run must import the targets (transformers, a patched accelerate) from the point's trees, not from
     anywhere else: None, or what went wrong."""
     for module, where in (outcome.get("modules") or {}).items():
@@ -540,7 +553,7 @@ def _wrong_sources(outcome, paths):
 # -- comparing outcomes ------------------------------------------------------------------------------------
 
 
-def _close(a, b):
+def _close(a: object, b: object) -> bool:
     if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
         a, b = float(a), float(b)
         if math.isnan(a) or math.isnan(b):
@@ -549,13 +562,13 @@ def _close(a, b):
     return a == b
 
 
-def _short(value):
+def _short(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
 
 
-def _weights_differ(old, new):
+def _weights_differ(old: JSON | None, new: JSON | None) -> str | None:
     """None when the weights agree (bit for bit, or within the tolerance), else how they differ."""
     if old is None or new is None:
         return None if old == new else f"{'none' if old is None else 'some'} -> {'none' if new is None else 'some'}"
@@ -578,7 +591,7 @@ def _weights_differ(old, new):
 LOG_ORDER = ("loss", "train_loss", "grad_norm", "learning_rate", "epoch")
 
 
-def _log_differs(old, new):
+def _log_differs(old: list[JSON], new: list[JSON]) -> str | None:
     if len(old) != len(new):
         return f"{len(old)} -> {len(new)} entries"
     for entry_a, entry_b in zip(old, new, strict=True):
@@ -590,7 +603,7 @@ def _log_differs(old, new):
     return None
 
 
-def compare(expected, actual):
+def compare(expected: JSON, actual: JSON) -> list[JSON]:
     """The differences between two outcomes of one scenario: [{"field", "text"}], in DOWNSTREAM_FIELDS order."""
     found = []
     for name in DOWNSTREAM_FIELDS:
@@ -610,7 +623,7 @@ def compare(expected, actual):
     return found
 
 
-def describe(differences):
+def describe(differences: Iterable[JSON]) -> str:
     """One line: `global_step 8 -> 7; events on_step_end 8 -> 7; ...`."""
     return "; ".join(f"{d['field']} {d['text']}" for d in differences)
 
@@ -618,7 +631,9 @@ def describe(differences):
 # -- attribution and declarations ------------------------------------------------------------------------
 
 
-def bisect(runner, points, names, *, ways=2, log=print):
+def bisect(
+    runner: Runner, points: list[Point], names: Sequence[str], *, ways: int = 2, log: Log = print
+) -> dict[str, list[int]]:
     """For each scenario, the points where its outcome changes from the point before: {name: [point index]}.
 
     The release and the end of each target's part of the series are always run; an interval whose two ends
@@ -628,9 +643,10 @@ def bisect(runner, points, names, *, ways=2, log=print):
     ends = sorted({0, len(points) - 1, *(p.index for p in points if _last_of_target(points, p))})
     intervals = {name: list(zip(ends, ends[1:], strict=False)) for name in names}
     runner.need([(points[i], name) for i in ends for name in names])
-    found = {name: [] for name in names}
+    found: dict[str, list[int]] = {name: [] for name in names}
     while True:
-        wanted, split = [], {name: [] for name in names}
+        wanted: list[tuple[Point, str]] = []
+        split: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
         for name, pairs in intervals.items():
             for lo, hi in pairs:
                 a, b = runner.get(points[lo], name), runner.get(points[hi], name)
@@ -652,12 +668,14 @@ def bisect(runner, points, names, *, ways=2, log=print):
         intervals = split
 
 
-def _last_of_target(points, point):
+def _last_of_target(points: list[Point], point: Point) -> bool:
     later = [p for p in points if p.index > point.index]
     return point.target is not None and (not later or later[0].target != point.target)
 
 
-def declared_fields(declarations, scenario, differences):
+def declared_fields(
+    declarations: list[JSON], scenario: str, differences: list[JSON]
+) -> tuple[list[str], list[str], list[str]]:
     """Which differing fields the patch's declarations cover for `scenario`: (covered, uncovered, reasons)."""
     covered, reasons = [], []
     for diff in differences:
@@ -673,7 +691,9 @@ def declared_fields(declarations, scenario, differences):
     return covered, uncovered, reasons
 
 
-def attribute(manifest, points, runner, catalogue, found):
+def attribute(
+    manifest: Manifest, points: list[Point], runner: Runner, catalogue: list[JSON], found: dict[str, list[int]]
+) -> list[JSON]:
     """The report's scenarios: per scenario its changes along the series, each checked against the
     declarations of the patch that makes it."""
     out = []
@@ -691,6 +711,7 @@ def attribute(manifest, points, runner, catalogue, found):
         entry["series"] = _summary(last)
         for index in found.get(name, []):
             point, before = points[index], points[index - 1]
+            assert point.target is not None and point.patch is not None  # every point but the release's
             differences = compare(runner.get(before, name), runner.get(point, name))
             declarations = manifest.target(point.target).downstream.get(point.patch, [])
             covered, uncovered, reasons = declared_fields(declarations, name, differences)
@@ -714,18 +735,21 @@ def attribute(manifest, points, runner, catalogue, found):
     return out
 
 
-def _summary(outcome):
+def _summary(outcome: JSON) -> JSON:
     keys = ("global_step", "updates", "scheduler_steps", "error", "nonfinite_grads")
     summary = {key: outcome.get(key) for key in keys}
     summary["weights"] = (outcome.get("weights") or {}).get("sha256")
     return summary
 
 
-def not_seen(manifest, points, scenarios, names, known):
+def not_seen(
+    manifest: Manifest, points: list[Point], scenarios: list[JSON], names: Sequence[str], known: Iterable[str]
+) -> list[JSON]:
     """Declarations of the patches in `points` that nothing matches: patterns that name no scenario at all
     (`known`: every scenario there is), or no change of the scenarios run (`names`) - stale or mistyped."""
     stale = []
     for point in points[1:]:
+        assert point.target is not None and point.patch is not None  # every point but the release's
         for entry in manifest.target(point.target).downstream.get(point.patch, []):
             if not any(fnmatch.fnmatchcase(n, p) for n in known for p in entry["scenarios"]):
                 stale.append({"patch": point.patch, "target": point.target, "why": "matches no scenario", **entry})
@@ -742,7 +766,7 @@ def not_seen(manifest, points, scenarios, names, known):
     return stale
 
 
-def release_failures(runner, points, names):
+def release_failures(runner: Runner, points: list[Point], names: Sequence[str]) -> list[JSON]:
     """Scenarios whose training fails on the release: they prove nothing, whatever the series does."""
     failures = []
     for name in names:
@@ -758,11 +782,11 @@ def release_failures(runner, points, names):
 WIDTH = 120
 
 
-def _fit(text, width):
+def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def progress_line(name, package, release, series):
+def progress_line(name: str, package: str, release: JSON, series: JSON) -> str:
     """The line printed for a scenario once its outcomes on the release and with the whole series are known."""
     if release.get("crashed") or series.get("crashed"):
         why = release.get("crashed") or series.get("crashed")
@@ -773,7 +797,7 @@ def progress_line(name, package, release, series):
     return _fit(f"{name:32} {package:22} {status}", WIDTH)
 
 
-def declared_cell(entry):
+def declared_cell(entry: JSON) -> str:
     if entry["declared"] is None:
         return "NOT RUN"
     if not entry["changes"]:
@@ -781,7 +805,7 @@ def declared_cell(entry):
     return "yes" if entry["declared"] else "NO"
 
 
-def table(report):
+def table(report: JSON) -> str:
     head = ("scenario", "package", "patch", "declared", "release -> series")
     rows = []
     for entry in report["scenarios"]:
@@ -801,7 +825,7 @@ def table(report):
     return "\n".join(lines)
 
 
-def problem_lines(report):
+def problem_lines(report: JSON) -> list[str]:
     lines = []
     for entry in report["scenarios"]:
         for change in entry["changes"]:
@@ -818,7 +842,7 @@ def problem_lines(report):
     return lines
 
 
-def markdown(report):
+def markdown(report: JSON) -> str:
     """The report as markdown (a CI job summary): the verdict, the table, the problems."""
     verdict = "OK" if report["ok"] else "FAILED"
     versions = _versions(report["packages"])
@@ -837,7 +861,7 @@ def markdown(report):
     return "\n".join(lines) + "\n"
 
 
-def packages_of(install, catalogue):
+def packages_of(install: Install, catalogue: list[JSON]) -> JSON:
     """{"trl": ["1.16.0", "1.14.2"], "sentence-transformers": "6.2.0", ...}: the versions the scenarios used."""
     main = install.info["packages"]["main"]
     out = {}
@@ -850,11 +874,11 @@ def packages_of(install, catalogue):
     return out
 
 
-def last_path(work, target):
+def last_path(work: str | Path, target: str) -> Path:
     return Path(work) / "reports" / f"downstream-{target}.json"
 
 
-def save_last(work, report):
+def save_last(work: str | Path, report: JSON) -> None:
     path = last_path(work, report["target"])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -862,14 +886,14 @@ def save_last(work, report):
     os.replace(tmp, path)
 
 
-def _load(path):
+def _load(path: str | Path) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def _versions(packages):
+def _versions(packages: JSON) -> str:
     names = {"trl": "TRL", "sentence-transformers": "sentence-transformers", "setfit": "setfit", "peft": "PEFT"}
     parts = []
     for package, versions in packages.items():
@@ -878,7 +902,7 @@ def _versions(packages):
     return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)
 
 
-def pr_lines(ctx, target, name):
+def pr_lines(ctx: Context, target: Target, name: str) -> list[str]:
     """The Downstream paragraph of `pr` for patch `name` of `target`, from the last `downstream` report whose
     series holds this version of the patch and of every patch before it; [] (with a note) when there is none."""
     reports = [_load(last_path(ctx.work, target.name))]
@@ -918,7 +942,7 @@ def pr_lines(ctx, target, name):
         return [intro + " None of them changes: same final weights, steps, scheduler steps, callback events and logs."]
     verb = "changes" if len(changed) == 1 else "change"
     lines = [intro + f" {len(changed)} of them {verb}:", ""]
-    groups = {}
+    groups: dict[str | None, list[tuple[JSON, JSON]]] = {}
     for entry, change in changed:
         key = "; ".join(change["reasons"]) if not change["undeclared_fields"] else None
         groups.setdefault(key, []).append((entry, change))

@@ -4,13 +4,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from .archive import sha256_file
+from .digests import sha256_file
 from .errors import SeriesError
 
 
-def _cached_file(slot):
+def _cached_file(slot: Path) -> Path | None:
     if not slot.is_dir():
         return None
     files = [p for p in slot.iterdir() if p.is_file() and not p.name.startswith(".")]
@@ -19,7 +20,7 @@ def _cached_file(slot):
     return files[0] if files else None
 
 
-def _pip_failure(package, version, output):
+def _pip_failure(package: str, version: str, output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     if any("DO NOT MATCH THE HASHES" in line for line in lines):
         got = next((line.split()[-1] for line in lines if line.startswith("Got")), "something else")
@@ -34,7 +35,15 @@ def _pip_failure(package, version, output):
     return f"could not fetch the {package}=={version} sdist with pip{where} (is the index reachable?): {detail}"
 
 
-def fetch_sdist(package, version, sha256, cache_dir, *, python=None, log=None):
+def fetch_sdist(
+    package: str,
+    version: str,
+    sha256: str,
+    cache_dir: str | Path,
+    *,
+    python: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
     """Return the path of the verified sdist `package==version`, downloading it when not cached.
 
     The cache holds one folder per sha256. A cached file is re-hashed on every use; a mismatch is an

@@ -8,8 +8,12 @@ tool needs (am, format-patch, apply --check, status).
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+
+StrPath = str | os.PathLike[str]
 
 
 MIN_GIT = (2, 32)  # GIT_CONFIG_GLOBAL appeared in 2.32
@@ -109,7 +113,7 @@ FORMAT_PATCH_ARGS = [
 class GitError(Exception):
     """A git command failed."""
 
-    def __init__(self, args, returncode, stdout, stderr):
+    def __init__(self, args: Sequence[str], returncode: int, stdout: str, stderr: str) -> None:
         self.args_ = list(args)
         self.returncode = returncode
         self.stdout = stdout
@@ -121,10 +125,10 @@ class GitError(Exception):
 _PREFIXES = ("fatal: ", "error: ", "warning: ")
 
 
-def message_of(output, limit=600):
+def message_of(output: str, limit: int = 600) -> str:
     """git's whole message on one line: its `fatal:`/`error:` lines and the sentences that continue them, without
     hints, joined with "; " (the last line alone is often only the end of a sentence)."""
-    items = []
+    items: list[str] = []
     continued = False
     for raw in output.splitlines():
         line = raw.strip()
@@ -145,13 +149,13 @@ def message_of(output, limit=600):
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def git_version():
+def git_version() -> tuple[int, ...] | None:
     """Return git's version as a tuple of ints, or None when git is not on PATH."""
     exe = shutil.which("git")
     if exe is None:
         return None
     out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False).stdout
-    parts = []
+    parts: list[int] = []
     for piece in out.split()[-1].split("."):
         if not piece.isdigit():
             break
@@ -170,14 +174,14 @@ class Change:
 class Repo:
     """A git work tree. `isolated=True` is for repositories the tool creates and owns."""
 
-    def __init__(self, path, *, isolated=False, env=None):
+    def __init__(self, path: StrPath, *, isolated: bool = False, env: Mapping[str, str] | None = None) -> None:
         self.path = Path(path)
         self.isolated = isolated
         self.extra_env = dict(env or {})  # for every command, e.g. the committer to commit as
 
     # -- running -------------------------------------------------------------------------------
 
-    def _command(self, args):
+    def _command(self, args: Iterable[str]) -> list[str]:
         config = dict(NEUTRAL_CONFIG)
         if self.isolated:
             config.update(ISOLATED_CONFIG)
@@ -186,7 +190,7 @@ class Repo:
             cmd += ["-c", f"{key}={value}"]
         return cmd + list(args)
 
-    def _env(self, extra=None):
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ)
         for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
             env.pop(key, None)
@@ -199,7 +203,9 @@ class Repo:
             env.update(extra)
         return env
 
-    def run(self, *args, check=True, env=None, input=None):
+    def run(
+        self, *args: str, check: bool = True, env: Mapping[str, str] | None = None, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             self._command(args),
             cwd=self.path,
@@ -216,55 +222,55 @@ class Repo:
             raise GitError(args, proc.returncode, proc.stdout, proc.stderr)
         return proc
 
-    def out(self, *args, **kwargs):
-        return self.run(*args, **kwargs).stdout.strip()
+    def out(self, *args: str, env: Mapping[str, str] | None = None, input: str | None = None) -> str:
+        return self.run(*args, env=env, input=input).stdout.strip()
 
-    def ok(self, *args, **kwargs):
-        return self.run(*args, check=False, **kwargs).returncode == 0
+    def ok(self, *args: str, env: Mapping[str, str] | None = None, input: str | None = None) -> bool:
+        return self.run(*args, check=False, env=env, input=input).returncode == 0
 
     # -- queries -------------------------------------------------------------------------------
 
-    def is_work_tree(self):
+    def is_work_tree(self) -> bool:
         if not self.path.is_dir():
             return False
         proc = self.run("rev-parse", "--is-inside-work-tree", check=False)
         return proc.returncode == 0 and proc.stdout.strip() == "true"
 
-    def is_bare(self):
+    def is_bare(self) -> bool:
         """Whether the folder is a bare repository (a git directory without a work tree)."""
         if not self.path.is_dir():
             return False
         proc = self.run("rev-parse", "--is-bare-repository", check=False)
         return proc.returncode == 0 and proc.stdout.strip() == "true"
 
-    def toplevel(self):
+    def toplevel(self) -> Path:
         return Path(self.out("rev-parse", "--show-toplevel"))
 
-    def git_dir(self):
+    def git_dir(self) -> Path:
         return Path(self.out("rev-parse", "--absolute-git-dir"))
 
-    def rev(self, ref):
+    def rev(self, ref: str) -> str | None:
         """Commit id of `ref`, or None when it does not resolve."""
         proc = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
         return proc.stdout.strip() or None
 
-    def head(self):
+    def head(self) -> str | None:
         return self.rev("HEAD")
 
-    def current_branch(self):
+    def current_branch(self) -> str | None:
         """Short branch name, or None on a detached HEAD."""
         proc = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         return proc.stdout.strip() or None
 
-    def branch_exists(self, name):
+    def branch_exists(self, name: str) -> bool:
         return self.ok("show-ref", "--verify", "--quiet", f"refs/heads/{name}")
 
-    def status(self):
+    def status(self) -> list[str]:
         """`git status --porcelain` lines, untracked files included, ignored files not."""
         out = self.run("status", "--porcelain=v1", "--untracked-files=all", "--ignore-submodules=none").stdout
         return [line for line in out.splitlines() if line]
 
-    def operation_in_progress(self):
+    def operation_in_progress(self) -> str | None:
         """Name of an unfinished am/rebase/merge/cherry-pick/revert, or None."""
         gd = self.git_dir()
         markers = {
@@ -279,54 +285,56 @@ class Repo:
                 return what
         return None
 
-    def config(self, key):
+    def config(self, key: str) -> str:
         """A config value, or "" when unset."""
         return self.run("config", "--get", key, check=False).stdout.strip()
 
-    def is_ancestor(self, older, newer):
+    def is_ancestor(self, older: str, newer: str) -> bool:
         return self.ok("merge-base", "--is-ancestor", older, newer)
 
-    def commits(self, rev_range):
+    def commits(self, rev_range: str) -> list[str]:
         """Commit ids in `rev_range`, oldest first."""
         out = self.out("rev-list", "--reverse", rev_range)
         return out.split() if out else []
 
-    def parents(self, commit):
+    def parents(self, commit: str) -> list[str]:
         return self.out("rev-list", "--parents", "-n", "1", commit).split()[1:]
 
-    def changes(self, old, new):
+    def changes(self, old: str, new: str) -> list[Change]:
         out = self.out("diff", "--name-status", "--no-renames", "-z", old, new)
         fields = out.split("\0") if out else []
         return [Change(fields[i], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
 
-    def unmerged_paths(self):
+    def unmerged_paths(self) -> list[str]:
         out = self.out("diff", "--name-only", "--diff-filter=U")
         return sorted(set(out.splitlines())) if out else []
 
     # -- changes -------------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, path, *, isolated=True):
+    def init(cls, path: StrPath, *, isolated: bool = True) -> "Repo":
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         repo = cls(path, isolated=isolated)
         repo.run("init", "--quiet", "--initial-branch=main")
         return repo
 
-    def commit_all(self, message, *, date=None):
+    def commit_all(self, message: str, *, date: str | None = None) -> str:
         """Stage every file (ignored ones too) and commit."""
         self.run("add", "--all", "--force", ".")
         env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else None
         self.run("commit", "--quiet", "--no-verify", "--allow-empty", "-m", message, env=env)
-        return self.head()
+        return self.out("rev-parse", "HEAD")
 
-    def reset_hard(self, ref):
+    def reset_hard(self, ref: str) -> None:
         """Make HEAD, index and work tree `ref` (detached) and drop untracked files."""
         self.run("checkout", "--quiet", "--force", "--detach", ref)
         self.run("reset", "--quiet", "--hard", ref)
         self.run("clean", "-ffdq")
 
-    def am(self, patch_files, *, three_way=False, committer_date_is_author_date=False):
+    def am(
+        self, patch_files: Iterable[StrPath], *, three_way: bool = False, committer_date_is_author_date: bool = False
+    ) -> subprocess.CompletedProcess[str]:
         """Run `git am`; returns the CompletedProcess (never raises on a failed apply)."""
         args = ["am", "--quiet", "--whitespace=nowarn", "--no-message-id", "--no-scissors"]
         args.append("--3way" if three_way else "--no-3way")
@@ -334,24 +342,24 @@ class Repo:
             args.append("--committer-date-is-author-date")
         return self.run(*args, *[str(Path(p).resolve()) for p in patch_files], check=False)
 
-    def am_abort(self):
+    def am_abort(self) -> None:
         self.run("am", "--abort", check=False)
 
-    def apply_check(self, patch_file, *, reverse=False):
+    def apply_check(self, patch_file: StrPath, *, reverse: bool = False) -> bool:
         """Whether `patch_file` applies to the work tree (reverse: whether it is already applied)."""
         args = ["apply", "--check"]
         if reverse:
             args.append("--reverse")
         return self.ok(*args, str(Path(patch_file).resolve()))
 
-    def failing_paths(self, patch_file):
+    def failing_paths(self, patch_file: StrPath) -> list[str]:
         """Paths of `patch_file` that do not apply to the work tree, each checked on its own."""
         patch = str(Path(patch_file).resolve())
         proc = self.run("apply", "--numstat", patch, check=False)
         paths = [line.split("\t", 2)[2] for line in proc.stdout.splitlines() if line.count("\t") >= 2]
         return [p for p in paths if not self.ok("apply", "--check", f"--include={p}", patch)]
 
-    def apply_check_on(self, commit, patch_file, scratch_dir):
+    def apply_check_on(self, commit: str, patch_file: StrPath, scratch_dir: StrPath) -> bool:
         """Whether `patch_file` applies to the tree of `commit`, leaving index and work tree alone."""
         index = Path(scratch_dir) / f"index-{os.getpid()}"
         try:
@@ -361,17 +369,17 @@ class Repo:
         finally:
             index.unlink(missing_ok=True)
 
-    def format_patch(self, rev_range, out_dir):
+    def format_patch(self, rev_range: str, out_dir: StrPath) -> list[Path]:
         """Write one stable patch per commit of `rev_range` into `out_dir`; return the paths."""
         out = self.out("format-patch", *FORMAT_PATCH_ARGS, "-o", str(out_dir), rev_range)
         return [Path(line) for line in out.splitlines() if line]
 
-    def switch(self, ref):
+    def switch(self, ref: str) -> None:
         """Check out a branch name, or a commit as a detached HEAD."""
         if self.branch_exists(ref):
             self.run("checkout", "--quiet", ref)
         else:
             self.run("checkout", "--quiet", "--detach", ref)
 
-    def delete_branch(self, name):
+    def delete_branch(self, name: str) -> None:
         self.run("branch", "--quiet", "-D", name)

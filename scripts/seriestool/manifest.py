@@ -3,8 +3,10 @@
 import difflib
 import re
 import tomllib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import SeriesError
 
@@ -54,28 +56,29 @@ class Target:
     git_url: str
     tests: str  # path prefix of the regression tests a patch adds
     source_dir: str  # put on PYTHONPATH for the tests
-    patches: list = field(default_factory=list)  # file names, in order
-    patch_dir: Path | None = None  # patches/<name>/
+    patches: list[str] = field(default_factory=list)  # file names, in order
+    patch_dir: Path = field(default_factory=Path)  # patches/<name>/
     # targets whose patched sources this target's tests also run against (e.g. a companion accelerate patch)
-    verify_with: list = field(default_factory=list)
-    reviewers: list = field(default_factory=list)  # GitHub handles for the "Who can review?" line of `pr`
+    verify_with: list[str] = field(default_factory=list)
+    reviewers: list[str] = field(default_factory=list)  # GitHub handles for the "Who can review?" line of `pr`
     # patch -> the earlier patches of the series it needs to apply or to work ([targets.<name>.depends])
-    depends: dict = field(default_factory=dict)
+    depends: dict[str, list[str]] = field(default_factory=dict)
     # upstream's own test files `verify --upstream-tests` runs on the base and with the whole series
-    upstream_tests: list = field(default_factory=list)
+    upstream_tests: list[str] = field(default_factory=list)
     # patch -> the differences it intends in `downstream` scenarios ([targets.<name>.downstream]): a list of
     # {"scenarios": [glob patterns], "reason": one line, "fields": [outcome fields it may change]}
-    downstream: dict = field(default_factory=dict)
+    downstream: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def patch_path(self, name):
+    def patch_path(self, name: str) -> Path:
         return self.patch_dir / name
 
-    def patch_paths(self):
+    def patch_paths(self) -> list[Path]:
         return [self.patch_path(name) for name in self.patches]
 
-    def depends_on(self, name):
+    def depends_on(self, name: str) -> list[str]:
         """The earlier patches `name` needs (recorded in the manifest), with theirs, in series order."""
-        needed, todo = set(), list(self.depends.get(name, []))
+        needed: set[str] = set()
+        todo = list(self.depends.get(name, []))
         while todo:
             dep = todo.pop()
             if dep not in needed:
@@ -87,19 +90,19 @@ class Target:
 @dataclass
 class Manifest:
     path: Path
-    targets: dict  # name -> Target, in file order
+    targets: dict[str, Target]  # name -> Target, in file order
 
-    def target(self, name):
+    def target(self, name: str) -> Target:
         if name not in self.targets:
             known = ", ".join(self.targets) or "none"
             raise SeriesError(f"unknown target {name!r} (targets in {self.path.name}: {known})")
         return self.targets[name]
 
-    def select(self, name=None):
+    def select(self, name: str | None = None) -> list[Target]:
         """All targets, or the one named."""
         return list(self.targets.values()) if name is None else [self.target(name)]
 
-    def default_target(self, name=None):
+    def default_target(self, name: str | None = None) -> Target:
         if name is not None:
             return self.target(name)
         if not self.targets:
@@ -107,7 +110,7 @@ class Manifest:
         return next(iter(self.targets.values()))
 
 
-def load(path):
+def load(path: str | Path) -> Manifest:
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -171,7 +174,7 @@ def load(path):
     return Manifest(path=path, targets=targets)
 
 
-def _known_keys(path, where, table, known):
+def _known_keys(path: Path, where: str, table: dict[str, Any], known: Iterable[str]) -> None:
     """Bad input when `table` has a key the manifest does not know (a typo would otherwise be ignored)."""
     unknown = [key for key in table if key not in known]
     if unknown:
@@ -180,11 +183,11 @@ def _known_keys(path, where, table, known):
         raise SeriesError(f"manifest {path}: {where} has an unknown key {unknown[0]!r}{hint}")
 
 
-def _relative_py(path):
+def _relative_py(path: object) -> bool:
     return isinstance(path, str) and path.endswith(".py") and not path.startswith("/") and ".." not in path.split("/")
 
 
-def _depends(path, name, table, patches):
+def _depends(path: Path, name: str, table: object, patches: list[str]) -> dict[str, list[str]]:
     """Validate `[targets.<name>.depends]`: patch -> earlier patches of the same target it needs."""
     where = f"manifest {path}: [targets.{name}.depends]"
     if not isinstance(table, dict):
@@ -207,14 +210,14 @@ def _depends(path, name, table, patches):
     return depends
 
 
-def _downstream(path, name, table, patches):
+def _downstream(path: Path, name: str, table: object, patches: list[str]) -> dict[str, list[dict[str, Any]]]:
     """Validate `[targets.<name>.downstream]`: patch -> [{scenarios, reason, fields}], the downstream differences
     the patch intends. `scenarios` is a glob pattern or a list of them (`trl/sft-stream*`), `reason` one line,
     `fields` (optional) the outcome fields that may differ (default: all but error and nonfinite_grads)."""
     where = f"manifest {path}: [targets.{name}.downstream]"
     if not isinstance(table, dict):
         raise SeriesError(f'{where} must be a table of patch = [{{ scenarios = [...], reason = "..." }}, ...]')
-    declared = {}
+    declared: dict[str, list[dict[str, Any]]] = {}
     for patch, entries in table.items():
         if patch not in patches:
             raise SeriesError(f"{where}: {patch!r} is not in the patches list")
@@ -248,14 +251,14 @@ def _downstream(path, name, table, patches):
     return declared
 
 
-def check_patch_files(target):
+def check_patch_files(target: Target) -> None:
     """Error out when a listed patch file is missing."""
     for name in target.patches:
         if not target.patch_path(name).is_file():
             raise SeriesError(f"patch {name} of {target.name} is listed but {target.patch_path(name)} is missing")
 
 
-def find_patch(target, name):
+def find_patch(target: Target, name: str) -> str:
     """Resolve a patch given by file name (with or without .patch) or by its number."""
     for patch in target.patches:
         if name in (patch, patch.removesuffix(".patch"), patch[:4]):
@@ -264,13 +267,13 @@ def find_patch(target, name):
     raise SeriesError(f"unknown patch {name!r} for {target.name} (patches: {listed})")
 
 
-def _format_list(names):
+def _format_list(names: Sequence[str]) -> str:
     if not names:
         return "patches = []"
     return "patches = [\n" + "".join(f'    "{n}",\n' for n in names) + "]"
 
 
-def rewrite_patch_list(manifest, target_name, names):
+def rewrite_patch_list(manifest: Manifest, target_name: str, names: Sequence[str]) -> bool:
     """Replace one target's `patches = [...]` in place, keeping the rest of the file byte for byte.
 
     Returns True when the file changed.

@@ -2,6 +2,7 @@
 
 import email
 import email.policy
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ class Hunk:
     header: str  # the whole `@@ -a,b +c,d @@ section` line
     old_start: int
     old_count: int
-    lines: list = field(default_factory=list)  # body lines with their ' ', '+', '-', '\' prefixes
+    lines: list[str] = field(default_factory=list)  # body lines with their ' ', '+', '-', '\' prefixes
     complete: bool = True  # False when the file ended before the line counts of the header were reached
 
 
@@ -24,20 +25,20 @@ class Hunk:
 class FileDiff:
     old_path: str | None  # None for a new file
     new_path: str | None  # None for a deleted file
-    header: list = field(default_factory=list)  # from `diff --git` to `+++`
-    hunks: list = field(default_factory=list)
+    header: list[str] = field(default_factory=list)  # from `diff --git` to `+++`
+    hunks: list[Hunk] = field(default_factory=list)
 
     @property
-    def path(self):
+    def path(self) -> str | None:
         return self.new_path or self.old_path
 
     @property
-    def status(self):
+    def status(self) -> str:
         if self.old_path is None:
             return "A"
         return "D" if self.new_path is None else "M"
 
-    def one_hunk_patch(self, hunk):
+    def one_hunk_patch(self, hunk: Hunk) -> str:
         """A patch holding only this file's header and `hunk`, for checking hunks one by one."""
         return "\n".join([*self.header, hunk.header, *hunk.lines]) + "\n"
 
@@ -47,14 +48,18 @@ class PatchFile:
     subject: str
     author: str
     body: str  # the commit message after the subject, up to the `---` line
-    files: list = field(default_factory=list)
+    files: list[FileDiff] = field(default_factory=list)
 
-    def file(self, path):
+    def file(self, path: str) -> FileDiff | None:
         return next((f for f in self.files if path in (f.new_path, f.old_path)), None)
 
-    def paths(self):
+    def added(self, prefix: str = "") -> list[str]:
+        """The paths of the files it adds below `prefix`, in order."""
+        return [f.new_path for f in self.files if f.status == "A" and f.new_path and f.new_path.startswith(prefix)]
+
+    def paths(self) -> list[str]:
         """Every path the patch reads or writes, in order, without repeats."""
-        seen = []
+        seen: list[str] = []
         for f in self.files:
             for path in (f.old_path, f.new_path):
                 if path is not None and path not in seen:
@@ -62,7 +67,7 @@ class PatchFile:
         return seen
 
 
-def _unquote(path):
+def _unquote(path: str) -> str:
     """Undo git's C-style quoting of a path (core.quotePath)."""
     if not (path.startswith('"') and path.endswith('"')):
         return path
@@ -70,23 +75,25 @@ def _unquote(path):
     return raw.encode("latin-1").decode("utf-8", "replace")
 
 
-def _side(line, prefix):
+def _side(line: str, prefix: str) -> str | None:
     value = _unquote(line[4:].rstrip("\t"))
     if value == "/dev/null":
         return None
     return value[len(prefix) :] if value.startswith(prefix) else value
 
 
-def parse_diff(lines):
+def parse_diff(lines: list[str]) -> list[FileDiff]:
     """Split the diff part of a patch into FileDiffs."""
-    files, current, index = [], None, 0
+    files: list[FileDiff] = []
+    current: FileDiff | None = None
+    index = 0
     while index < len(lines):
         line = lines[index]
         if line.startswith("diff --git "):
             current = FileDiff(old_path=None, new_path=None, header=[line])
             files.append(current)
             index += 1
-            sides = {}
+            sides: dict[str, str | None] = {}
             while index < len(lines) and not lines[index].startswith(("@@ ", "diff --git ")):
                 head = lines[index]
                 current.header.append(head)
@@ -131,9 +138,9 @@ def parse_diff(lines):
     return files
 
 
-def problems(patch):
+def problems(patch: PatchFile) -> list[str]:
     """Why a parsed patch is not whole (truncated, cut in a file header), or an empty list."""
-    found = []
+    found: list[str] = []
     if not patch.files:
         found.append("it holds no diff")
     for diff in patch.files:
@@ -147,7 +154,7 @@ def problems(patch):
     return found
 
 
-def read(path):
+def read(path: str | os.PathLike[str]) -> PatchFile:
     """Parse the format-patch file `path`."""
     text = Path(path).read_text(encoding="utf-8")
     head, sep, rest = text.partition("\n\n")
@@ -156,7 +163,7 @@ def read(path):
     lines = rest.split("\n") if sep else []
     if lines and lines[-1] == "":
         lines.pop()  # the end of the last line, not an empty context line
-    body = []
+    body: list[str] = []
     index = 0
     while index < len(lines) and lines[index] != "---" and not lines[index].startswith("diff --git "):
         body.append(lines[index])

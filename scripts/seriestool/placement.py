@@ -8,13 +8,20 @@ fixed-differently; the last two are news, not failures.
 """
 
 import os
+import subprocess
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import patchfile
 from .am import am_failure
-from .archive import sha256_file
+from .context import Context
+from .digests import sha256_file
+from .git import Repo, StrPath
+from .manifest import Target
 from .preimages import load_preimages
+from .results import PatchResult, PytestRun
 from .statuses import BaseStatus, RunStatus
 
 
@@ -24,10 +31,10 @@ class Conflict:
 
     file: str
     reason: str  # "missing in the base", "already exists in the base" or "content differs"
-    hunks: list = field(default_factory=list)  # {"index", "of", "header"} of hunks that do not apply as they are
-    regions: list = field(default_factory=list)  # [first, last] base lines of each 3-way conflict
+    hunks: list[dict[str, Any]] = field(default_factory=list)  # {"index", "of", "header"} of hunks that do not apply
+    regions: list[list[int]] = field(default_factory=list)  # [first, last] base lines of each 3-way conflict
 
-    def describe(self):
+    def describe(self) -> str:
         parts = [self.reason]
         if self.hunks:
             many = len(self.hunks) > 1
@@ -42,10 +49,10 @@ class Conflict:
 @dataclass
 class Placement:
     status: BaseStatus
-    conflicts: list = field(default_factory=list)  # Conflict, for CONFLICT
+    conflicts: list[Conflict] = field(default_factory=list)  # for CONFLICT
 
 
-def place(repo, patch, *, preimages=None):
+def place(repo: Repo, patch: StrPath, *, preimages: Callable[[], None] | None = None) -> Placement:
     """Put `patch` on the work tree at HEAD (clean, HEAD = the base plus the earlier patches).
 
     Returns a Placement. For CLEAN and THREE_WAY the patch is committed on top of HEAD; otherwise
@@ -67,7 +74,7 @@ def place(repo, patch, *, preimages=None):
     return Placement(BaseStatus.CONFLICT, conflicts=_conflicts(repo, patch, proc))
 
 
-def landed(repo, commit, patch_files, scratch_dir):
+def landed(repo: Repo, commit: str, patch_files: Iterable[Path], scratch_dir: StrPath) -> set[Path]:
     """The patches (of `patch_files`, in series order) that the tree of `commit` already holds.
 
     Each patch is reverse-applied from the newest backwards, on a scratch index that starts as `commit`'s
@@ -78,7 +85,7 @@ def landed(repo, commit, patch_files, scratch_dir):
     """
     index = Path(scratch_dir) / f"index-landed-{os.getpid()}"
     env = {"GIT_INDEX_FILE": str(index)}
-    found = set()
+    found: set[Path] = set()
     try:
         repo.run("read-tree", commit, env=env)
         for patch in reversed(list(patch_files)):
@@ -90,7 +97,7 @@ def landed(repo, commit, patch_files, scratch_dir):
     return found
 
 
-def applies_with(repo, commit, patch, needs, scratch_dir):
+def applies_with(repo: Repo, commit: str, patch: StrPath, needs: Iterable[StrPath], scratch_dir: StrPath) -> bool:
     """Whether `patch` applies to `commit`'s tree with the patches `needs` (in order) applied first."""
     index = Path(scratch_dir) / f"index-with-{os.getpid()}"
     env = {"GIT_INDEX_FILE": str(index)}
@@ -104,13 +111,15 @@ def applies_with(repo, commit, patch, needs, scratch_dir):
         index.unlink(missing_ok=True)
 
 
-def _conflict_regions(path):
+def _conflict_regions(path: Path) -> list[list[int]]:
     """[first, last] line numbers, on the base's side, of each conflict left in a merged file."""
     try:
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return []
-    regions, ours, side, start = [], 0, None, 0
+    regions: list[list[int]] = []
+    ours, start = 0, 0
+    side: str | None = None
     for line in lines:
         if line.startswith("<<<<<<<"):
             side, start = "ours", ours + 1
@@ -124,7 +133,7 @@ def _conflict_regions(path):
     return regions
 
 
-def _conflicts(repo, patch, proc):
+def _conflicts(repo: Repo, patch: StrPath, proc: subprocess.CompletedProcess[str]) -> list[Conflict]:
     """After a failed `git am --3way`: which files and hunks conflict. Aborts the `git am`."""
     regions = {path: _conflict_regions(repo.path / path) for path in repo.unmerged_paths()}
     files = am_failure(repo, patch, proc)
@@ -146,7 +155,7 @@ def _conflicts(repo, patch, proc):
     return result
 
 
-def put_added_files(repo, patch, paths):
+def put_added_files(repo: Repo, patch: StrPath, paths: list[str]) -> bool:
     """Write the files `patch` adds at `paths` into the work tree (replacing what is there), nothing else."""
     for path in paths:
         (repo.path / path).unlink(missing_ok=True)
@@ -155,24 +164,34 @@ def put_added_files(repo, patch, paths):
     return proc.returncode == 0
 
 
-def added_files(patch, prefix):
+def added_files(patch: StrPath, prefix: str) -> list[str]:
     """Files `patch` adds below `prefix`."""
-    return [f.path for f in patchfile.read(patch).files if f.status == "A" and f.path.startswith(prefix)]
+    return patchfile.read(patch).added(prefix)
 
 
 class Placing:
     """Puts each patch on the base plus the earlier patches that went in, and judges those that do not."""
 
-    def __init__(self, ctx, target, repo, *, moved, notes, run_red, is_test):
+    def __init__(
+        self,
+        ctx: Context,
+        target: Target,
+        repo: Repo,
+        *,
+        moved: bool,
+        notes: list[str] | None,
+        run_red: Callable[[list[str], Path], PytestRun],
+        is_test: Callable[[str], bool],
+    ) -> None:
         self.ctx, self.target, self.repo = ctx, target, repo
         self.moved = moved  # the base is not the pinned sdist
         self.notes = notes  # the target's notes in the report
         self.run_red = run_red  # (test files, log stem) -> the pytest run on the base without the patch
         self.is_test = is_test
-        self.left_out = []  # patches that conflict, in order
+        self.left_out: list[str] = []  # patches that conflict, in order
         self._preimages_tried = False
 
-    def _preimages(self):
+    def _preimages(self) -> None:
         # A moved base (or a moved pin) lacks the blobs a 3-way merge needs; load them once, when a patch first
         # needs them.
         if not self._preimages_tried:
@@ -183,7 +202,7 @@ class Placing:
                 if self.notes is not None:
                     self.notes.append(problem)
 
-    def place(self, res, patch, *, checked, stem, in_base=False):
+    def place(self, res: PatchResult, patch: Path, *, checked: bool, stem: Path, in_base: bool = False) -> bool:
         """Fill in `res` (a results.PatchResult) for `patch`, put on HEAD (clean work tree).
 
         `in_base`: the base already holds it (see `landed`). Returns True when the patch went in
@@ -208,7 +227,7 @@ class Placing:
         self._judge_conflict(res, patch, checked=checked, stem=stem)
         return False
 
-    def _judge_conflict(self, res, patch, *, checked, stem):
+    def _judge_conflict(self, res: PatchResult, patch: Path, *, checked: bool, stem: Path) -> None:
         """A patch that does not apply: do its tests pass without it (fixed upstream differently)?"""
         added = added_files(patch, self.target.tests)
         res.test_files = [p for p in added if self.is_test(p)]

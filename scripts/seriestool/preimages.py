@@ -5,28 +5,29 @@ A base fetched from a git URL or another clone (shallow) lacks the blobs the pat
 `refs/series/preimages`.
 """
 
-import hashlib
 import re
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from . import fetch, patchfile
+from .digests import sha256_of
 from .errors import SeriesError
+from .git import Repo
+from .manifest import Target
 
 
 PREIMAGES_REF = "refs/series/preimages"
 
 
-def preimages_key(target):
-    digest = hashlib.sha256(target.sha256.encode())
-    for path in target.patch_paths():
-        digest.update(Path(path).read_bytes())
-    return digest.hexdigest()[:16]
+def preimages_key(target: Target) -> str:
+    """What the stored blobs are made from: the pinned sdist and the bytes of every patch."""
+    return sha256_of(target.sha256, *(Path(path) for path in target.patch_paths()))[:16]
 
 
-def _cached_sdists(downloads, target):
+def _cached_sdists(downloads: str | Path, target: Target) -> list[Path]:
     """Other sdists of the target's package in the download cache (earlier pins), newest file first."""
     prefix = re.sub(r"[-_.]+", "-", target.package).lower() + "-"
     found = []
@@ -39,7 +40,7 @@ def _cached_sdists(downloads, target):
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-def _stack(repo, sdist, target, wanted, tmp):
+def _stack(repo: Repo, sdist: Path, target: Target, wanted: set[str], tmp: Path) -> tuple[str | None, int]:
     """Commits holding `wanted` files of `sdist`, then the tree after each patch while they apply: (last commit
     or None, how many patches applied)."""
     entries = []
@@ -49,7 +50,9 @@ def _stack(repo, sdist, target, wanted, tmp):
             if name not in wanted or not member.isreg():
                 continue
             blob = tmp / f"{number}.blob"
-            with tar.extractfile(member) as src, open(blob, "wb") as dst:
+            src = tar.extractfile(member)
+            assert src is not None  # a regular file
+            with src, open(blob, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             mode = "100755" if member.mode & 0o111 else "100644"
             entries.append((mode, blob, name))
@@ -65,7 +68,7 @@ def _stack(repo, sdist, target, wanted, tmp):
         if not repo.ok("apply", "--cached", str(Path(path).resolve()), env=env):
             break
         tree = repo.out("write-tree", env=env)
-        parents = ["-p", commit] if commit else []
+        parents: list[str] = ["-p", commit] if commit else []
         commit = repo.out("commit-tree", tree, *parents, "-m", f"preimages: {Path(path).name}")
         applied += 1
     for blob in tmp.glob("*.blob"):
@@ -73,7 +76,7 @@ def _stack(repo, sdist, target, wanted, tmp):
     return commit, applied
 
 
-def load_preimages(repo, target, downloads, log):
+def load_preimages(repo: Repo, target: Target, downloads: str | Path, log: Callable[[str], None]) -> str | None:
     """Store, in `repo`, the blobs of the files the series touches: as in the sdist the series was made on and
     after each patch.
 
@@ -95,7 +98,7 @@ def load_preimages(repo, target, downloads, log):
     for path in target.patch_paths():
         wanted.update(patchfile.read(path).paths())
     tmp = Path(tempfile.mkdtemp(prefix=".preimages-", dir=repo.git_dir()))
-    best = (None, 0, None)
+    best: tuple[str | None, int, Path | None] = (None, 0, None)
     try:
         for sdist in ([pinned] if pinned else []) + _cached_sdists(downloads, target):
             try:
@@ -109,13 +112,13 @@ def load_preimages(repo, target, downloads, log):
                 break
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    commit, applied, sdist = best
+    commit, applied, chosen = best
     if commit is None:
         if pinned is None:
             return f"no 3-way merges: {missing}"
         return "no 3-way merges: the series does not apply to the pinned sdist, nor to another one in the cache"
-    if sdist != pinned:
-        log(f"3-way merges use the blobs of {sdist.name} (the series does not apply to the pinned sdist)")
+    if chosen is not None and chosen != pinned:
+        log(f"3-way merges use the blobs of {chosen.name} (the series does not apply to the pinned sdist)")
     repo.run("update-ref", PREIMAGES_REF, commit)
     repo.run("config", "series.preimages", key)
     return None

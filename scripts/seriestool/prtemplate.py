@@ -8,9 +8,11 @@ it gives in HTML comments is not repeated. When upstream changes its template, u
 """
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import patchfile
+from .manifest import Target
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,13 @@ GENERIC = Template(
 GITHUB = re.compile(r"^(?:https://|git@|ssh://git@)github\.com[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
 
 
-def github_repo(url):
+def github_repo(url: str) -> str | None:
     """`owner/name` of a GitHub URL, or None."""
     match = GITHUB.match(url)
     return f"{match.group(1)}/{match.group(2)}" if match else None
 
 
-def for_target(target):
+def for_target(target: Target) -> "Template":
     """The template of the target's upstream repository (GENERIC when it is not known)."""
     return TEMPLATES.get(github_repo(target.git_url) or "", GENERIC)
 
@@ -93,7 +95,7 @@ BRANCH_PREFIX = "trainer-series/"
 SLUG_MAX = 60
 
 
-def slug(subject, limit=SLUG_MAX):
+def slug(subject: str, limit: int = SLUG_MAX) -> str:
     """A git-valid, stable branch name part from a commit subject: lowercase words joined by `-`, cut at a word
     boundary to at most `limit` characters."""
     words = re.findall(r"[a-z0-9]+", subject.lower().replace("'", "").replace("\u2019", ""))
@@ -106,9 +108,10 @@ def slug(subject, limit=SLUG_MAX):
     return out or (words[0][:limit] if words else "patch")
 
 
-def branch_names(subjects):
+def branch_names(subjects: Iterable[tuple[str, str]]) -> dict[str, str]:
     """{patch name: branch}, for (patch name, subject) pairs in series order; a name taken earlier gets -2, -3."""
-    names, taken = {}, set()
+    names: dict[str, str] = {}
+    taken: set[str] = set()
     for patch, subject in subjects:
         base = BRANCH_PREFIX + slug(subject)
         name, number = base, 1
@@ -120,6 +123,6 @@ def branch_names(subjects):
     return names
 
 
-def branches_of(target):
+def branches_of(target: Target) -> dict[str, str]:
     """{patch name: branch} of the target's patches, named from their subjects."""
     return branch_names((name, patchfile.read(target.patch_path(name)).subject) for name in target.patches)

@@ -1,6 +1,5 @@
 """The pinned Python environment the tests and ruff run in."""
 
-import hashlib
 import json
 import os
 import platform
@@ -9,27 +8,33 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from .digests import sha256_of
 from .errors import SeriesError
+from .render import shown_path
 
 
 MARKER = ".series-complete"
 RUFF_VERSION = "0.14.10"
 
 
-def venv_key(requirements):
-    digest = hashlib.sha256(Path(requirements).read_bytes())
-    digest.update(f"{platform.python_implementation()}-{platform.python_version()}-{sys.platform}".encode())
-    return digest.hexdigest()[:16]
+def venv_key(requirements: str | Path) -> str:
+    """The venv's name: the requirements file and the Python that makes it."""
+    python = f"{platform.python_implementation()}-{platform.python_version()}-{sys.platform}"
+    return sha256_of(Path(requirements), python)[:16]
 
 
-def venv_python(venv_dir):
+def venv_python(venv_dir: str | Path) -> Path:
     sub = "Scripts/python.exe" if os.name == "nt" else "bin/python"
     return Path(venv_dir) / sub
 
 
-def interpreter(work, requirements, given=None, *, log=print):
+def interpreter(
+    work: Path, requirements: str | Path, given: str | None = None, *, log: Callable[[str], None] = print
+) -> Path:
     """The interpreter a command runs tests or scripts with: `given` (`--python`), else the pinned venv's."""
     if given:
         python = Path(given)
@@ -39,13 +44,13 @@ def interpreter(work, requirements, given=None, *, log=print):
     return ensure_venv(work, requirements, log=log)
 
 
-def pinned_count(requirements):
+def pinned_count(requirements: str | Path) -> int:
     """How many packages a requirements file pins (one `name==version` line each)."""
     text = Path(requirements).read_text(encoding="utf-8")
     return sum(1 for line in text.splitlines() if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*==", line))
 
 
-def _pip_error(log_path):
+def _pip_error(log_path: Path) -> str:
     """The line of pip's log that says what went wrong."""
     try:
         lines = [line.strip() for line in log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -55,15 +60,7 @@ def _pip_error(log_path):
     return errors[0] if errors else (lines[-1] if lines else "no output")
 
 
-def _shown(path):
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return rel if not rel.startswith("..") else str(path)
-
-
-def ensure_venv(work, requirements, *, log=print):
+def ensure_venv(work: str | Path, requirements: str | Path, *, log: Callable[[str], None] = print) -> Path:
     """Return the interpreter of `<work>/venv-<key>`, building it first when needed.
 
     The marker file is written only after a successful install, so a half-built venv (interrupted
@@ -95,14 +92,14 @@ def ensure_venv(work, requirements, *, log=print):
     log_path = Path(work) / "logs" / f"pip-{key}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     count = pinned_count(requirements)
-    log(f"venv: installing {count} pinned package(s) with pip, log {_shown(log_path)} ...")
+    log(f"venv: installing {count} pinned package(s) with pip, log {shown_path(log_path)} ...")
     cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
     cmd += ["-r", str(requirements)]
     with open(log_path, "w", encoding="utf-8") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
+        pip = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if pip.returncode != 0:
         raise SeriesError(
-            f"installing {requirements.name} into {venv_dir} failed (pip exit {proc.returncode}): "
+            f"installing {requirements.name} into {venv_dir} failed (pip exit {pip.returncode}): "
             f"{_pip_error(log_path)}; full log {log_path}; it is rebuilt on the next run"
         )
     log(f"venv: done in {time.monotonic() - started:.0f}s")
@@ -111,9 +108,10 @@ def ensure_venv(work, requirements, *, log=print):
     return python
 
 
+# The one question the tool asks an interpreter (verify's report and checks, the keys of the outcome caches).
 PROBE = r"""
 import hashlib, importlib.metadata, importlib.util, json, subprocess, sys
-info = {"python": sys.version.split()[0]}
+info = {"python": sys.version.split()[0], "version": sys.version, "prefix": sys.prefix}
 for mod in ("pytest", "torch"):
     spec = importlib.util.find_spec(mod)
     info[mod] = None
@@ -136,8 +134,9 @@ print(json.dumps(info))
 """
 
 
-def probe(python):
-    """Versions of pytest, ruff and torch in `python`; errors when pytest or the pinned ruff is missing."""
+def describe(python: str | Path) -> dict[str, Any]:
+    """What `python` holds (PROBE): its version and build, prefix, pytest, torch (and CUDA), ruff, and a digest of
+    every installed distribution with its version. A SeriesError when it cannot be asked."""
     try:
         proc = subprocess.run(
             [str(python), "-c", PROBE], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
@@ -147,9 +146,24 @@ def probe(python):
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         raise SeriesError(f"cannot probe {python}: {lines[-1] if lines else 'no output'}")
-    info = json.loads(proc.stdout.strip().splitlines()[-1])
-    if not info["pytest"]:
+    try:
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        info = None
+    if not isinstance(info, dict):
+        raise SeriesError(f"cannot probe {python}: no answer")
+    return info
+
+
+def probe(python: str | Path, device: str = "cpu") -> dict[str, Any]:
+    """`describe(python)`; an error when pytest or the pinned ruff is missing, or `device` is cuda and its torch
+    has no CUDA."""
+    info = describe(python)
+    if not info.get("pytest"):
         raise SeriesError(f"{python} has no pytest; use the tool's own environment (omit --python)")
-    if info["ruff"] != RUFF_VERSION:
-        raise SeriesError(f"{python} needs ruff=={RUFF_VERSION} (found {info['ruff'] or 'none'})")
+    if info.get("ruff") != RUFF_VERSION:
+        raise SeriesError(f"{python} needs ruff=={RUFF_VERSION} (found {info.get('ruff') or 'none'})")
+    if device == "cuda" and not info.get("cuda"):
+        torch = info.get("torch") or "missing"
+        raise SeriesError(f"--device cuda needs a CUDA build of torch, but {python} has torch {torch} without CUDA")
     return info

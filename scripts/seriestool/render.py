@@ -1,18 +1,34 @@
 """What `verify` shows: the console table, the JUnit XML report and the markdown summary, with one set of
-labels (statuses.py)."""
+labels (statuses.py); and how the tool shows a path on the console."""
 
+import os
 import textwrap
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
+from .results import PatchResult
 from .statuses import BaseStatus, RunStatus, Verdict
+
+
+JSON = dict[str, Any]  # a patch of the JSON report, or the report
 
 
 WIDTH = 120  # the console table fits in this many columns
 MIN_PATCH = 20  # the patch column is never narrower than this
 
 
-def red_cell(run):
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """`path` relative to the current folder when it is below it (shorter on the console), else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel == ".." or rel.startswith(".." + os.sep) else rel
+
+
+def red_cell(run: JSON | None) -> str:
     """A red run (without the fix), as in both tables: `yes failed/total` or `NO: status failed/total`."""
     if not run:
         return "-"
@@ -23,7 +39,7 @@ def red_cell(run):
     return f"NO: {run['status']}"
 
 
-def green_cell(run):
+def green_cell(run: JSON | None) -> str:
     """A green run (with the fix): `yes passed/skipped` or `NO: status passed/skipped`; run N times
     (--repeat), ` xN` after it, and a flaky one `FLAKY: green/N runs`."""
     if not run:
@@ -37,18 +53,18 @@ def green_cell(run):
     return f"NO: {run['status']} {run['passed']}/{run['skipped']}{times}"
 
 
-def style_cell(patch):
+def style_cell(patch: JSON) -> str:
     if patch.get("style") is None:
         return "-"
     return "clean" if patch["style_clean"] else "NOT CLEAN"
 
 
-def applies_cell(patch):
+def applies_cell(patch: JSON) -> str:
     status = patch.get("base_status")
     return BaseStatus(status).label if status else "-"
 
 
-def _numbers(names):
+def _numbers(names: Sequence[str]) -> str:
     """`0005-0008` for a run of consecutive patch numbers, `0002,0004` otherwise."""
     numbers = [name[:4] for name in names]
     if len(numbers) > 2 and all(n.isdigit() for n in numbers):
@@ -58,23 +74,23 @@ def _numbers(names):
     return ",".join(numbers)
 
 
-def alone_cell(patch):
+def alone_cell(patch: JSON) -> str:
     if patch.get("depends_on"):
         return "needs " + _numbers(patch["depends_on"])
     alone = patch.get("applies_alone")
     return "-" if alone is None else ("yes" if alone else "no")
 
 
-def short_name(patch):
+def short_name(patch: JSON) -> str:
     """`<target> <number>`: how the console names a patch (the JSON report keeps the file name)."""
     return f"{patch['target']} {patch['name'][:4]}"
 
 
-def _fit(text, width):
+def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 3, 0)].rstrip() + "..."
 
 
-def check_cells(patch):
+def check_cells(patch: JSON) -> tuple[str, ...]:
     """The cells of a patch's checks (JSON form), as the console table and the markdown summary show them."""
     return (
         applies_cell(patch),
@@ -86,7 +102,7 @@ def check_cells(patch):
     )
 
 
-def table(patches, width=WIDTH):
+def table(patches: Sequence[JSON], width: int = WIDTH) -> str:
     """The console table of the patches (JSON form), at most `width` columns wide when the patch column can
     shrink to fit: `<target> <number> <subject>`, the subject cut to what is left."""
     head = ("patch", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
@@ -105,7 +121,7 @@ def table(patches, width=WIDTH):
     return "\n".join(lines)
 
 
-def wrap(text, width=WIDTH, indent="  ", hang="      "):
+def wrap(text: str, width: int = WIDTH, indent: str = "  ", hang: str = "      ") -> list[str]:
     """`text` as lines of at most `width` columns (a single word longer than that, a path, stays whole)."""
     return textwrap.wrap(
         text,
@@ -117,7 +133,7 @@ def wrap(text, width=WIDTH, indent="  ", hang="      "):
     ) or [indent.rstrip()]
 
 
-def problem_lines(patches, width=WIDTH):
+def problem_lines(patches: Iterable[JSON], width: int = WIDTH) -> list[str]:
     """The problems and notes under the table, each wrapped to the table's width, continuation lines indented."""
     lines = []
     for p in patches:
@@ -128,7 +144,9 @@ def problem_lines(patches, width=WIDTH):
     return lines
 
 
-def _junit_outcome(res, check, passed, required, detail):
+def _junit_outcome(
+    res: PatchResult, check: str, passed: bool | None, required: bool, detail: object
+) -> tuple[str, str, str] | None:
     """None when the check passed, else ("failure" or "skipped", message, text)."""
     if res.base_status is not None and BaseStatus(res.base_status).informational:
         if check == "applies":
@@ -153,7 +171,7 @@ def _junit_outcome(res, check, passed, required, detail):
     return "skipped", str(detail), ""
 
 
-def write_junit(path, results, duration):
+def write_junit(path: str | os.PathLike[str], results: Sequence[PatchResult], duration: float) -> None:
     suite = ET.Element("testsuite", name="series-verify", time=f"{duration:.2f}")
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for res in results:
@@ -185,7 +203,7 @@ def write_junit(path, results, duration):
             kind, message, text = outcome
             # A flaky check is a failure of type "flaky": it fails the run, and says what it is.
             attributes = {"message": message, "type": "flaky"} if kind == "flaky" else {"message": message}
-            element = ET.SubElement(case, "failure" if kind == "flaky" else kind, **attributes)
+            element = ET.SubElement(case, "failure" if kind == "flaky" else kind, attributes)
             if text:
                 element.text = text
             counts["skipped" if kind == "skipped" else "failures"] += 1
@@ -201,11 +219,11 @@ def write_junit(path, results, duration):
 # -- the markdown summary ----------------------------------------------------------------------------
 
 
-def _cell(text):
+def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(report):
+def markdown(report: JSON) -> str:
     """The report as markdown, for a CI job summary ($GITHUB_STEP_SUMMARY) or a comment."""
     lines = [f"### Patch series verify: {'OK' if report['ok'] else 'FAILED'}", ""]
     tools = report.get("tools") or {}
@@ -274,7 +292,7 @@ def markdown(report):
     return "\n".join(lines)
 
 
-def append_markdown(path, report):
+def append_markdown(path: str | os.PathLike[str], report: JSON) -> None:
     """Append the markdown summary to `path` (appending is what $GITHUB_STEP_SUMMARY expects)."""
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(markdown(report) + "\n")

@@ -4,16 +4,18 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .archive import sha256_file
+from .digests import sha256_file
+from .manifest import Target
 from .statuses import Verdict
 
 
-def last_path(work, target):
+def last_path(work: str | Path, target: str) -> Path:
     return Path(work) / "reports" / f"verify-{target}.json"
 
 
-def save_last(work, report):
+def save_last(work: str | Path, report: dict[str, Any]) -> None:
     """Keep the report of each target verified in `<work>/reports/verify-<target>.json` (for `pr`).
 
     A run that checked only some patches (`--patch`) keeps, for the others, the results of the saved report
@@ -32,7 +34,7 @@ def save_last(work, report):
         os.replace(tmp, path)
 
 
-def _same_setup(new, old):
+def _same_setup(new: dict[str, Any], old: Any) -> bool:
     if not old or not old.get("targets") or old.get("schema_version") != new.get("schema_version"):
         return False
     new_base, old_base = new["targets"][0]["base"], old["targets"][0]["base"]
@@ -45,7 +47,7 @@ def _same_setup(new, old):
     )
 
 
-def _keep_earlier_results(part, old):
+def _keep_earlier_results(part: dict[str, Any], old: Any) -> list[dict[str, Any]]:
     """The patches of `part`, where one was not checked this time taking its checked result from `old`."""
     if not any(p["verdict"] == Verdict.NOT_CHECKED for p in part["patches"]) or not _same_setup(part, old):
         return part["patches"]
@@ -53,7 +55,7 @@ def _keep_earlier_results(part, old):
     earlier = {p["name"]: p for p in old["patches"]}
     merged, same_so_far = [], True
     for patch in part["patches"]:
-        kept = earlier.get(patch["name"])
+        kept: Any = earlier.get(patch["name"])
         same_so_far = same_so_far and kept is not None and kept.get("sha256") == patch.get("sha256")
         if patch["verdict"] == Verdict.NOT_CHECKED and same_so_far and kept["verdict"] != Verdict.NOT_CHECKED:
             kept = dict(kept, checked_at=kept.get("checked_at") or old.get("date"))
@@ -63,7 +65,7 @@ def _keep_earlier_results(part, old):
     return merged
 
 
-def load_last(work, target):
+def load_last(work: str | Path, target: str) -> Any:
     """The last report `verify` wrote for `target`, or None."""
     try:
         return json.loads(last_path(work, target).read_text(encoding="utf-8"))
@@ -81,14 +83,14 @@ class Judgement:
     problems: list
 
 
-def judged(work, target, base_commit):
+def judged(work: str | Path, target: Target, base_commit: str) -> dict[str, "Judgement"]:
     """{patch name: Judgement} from the last verify report of `target` when it was made on the base
     `base_commit`, for the patches whose file is still the one it judged (and every earlier one too: a patch's
     placement depends on those before it). Empty when there is no such report."""
     report = load_last(work, target.name)
     if not report or not report.get("targets") or report["targets"][0]["base"].get("commit") != base_commit:
         return {}
-    found = {}
+    found: dict[str, Judgement] = {}
     for entry in report.get("patches", []):
         path = Path(target.patch_path(entry["name"]))
         if not path.is_file() or entry.get("sha256") != sha256_file(path):

@@ -1,6 +1,7 @@
 """The report model of `verify`: one pytest run, one style check, one patch's result and verdict."""
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .statuses import BaseStatus, RunStatus, Verdict
 
@@ -8,7 +9,7 @@ from .statuses import BaseStatus, RunStatus, Verdict
 SCHEMA_VERSION = 3
 
 
-def is_test_file(path):
+def is_test_file(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
@@ -29,20 +30,20 @@ class PytestRun:
     errors: int = 0
     skipped: int = 0
     total: int = 0
-    failing: list = field(default_factory=list)
+    failing: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     log: str | None = None
     output_tail: str = ""
     cached: bool = False  # the outcome of an earlier identical run (see runcache.py)
     runs: int = 1
-    run_statuses: list = field(default_factory=list)  # when runs > 1
-    flaky: list = field(default_factory=list)  # {"test": id, "failed": in how many runs}
+    run_statuses: list[str] = field(default_factory=list)  # when runs > 1
+    flaky: list[dict[str, Any]] = field(default_factory=list)  # {"test": id, "failed": in how many runs}
 
 
 @dataclass
 class Style:
     clean: bool
-    files: list = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
     check_exit: int | None = None
     check_output: str = ""
     format_exit: int | None = None
@@ -60,32 +61,32 @@ class PatchResult:
     red: PytestRun | None = None
     green: PytestRun | None = None
     style: Style | None = None
-    test_files: list = field(default_factory=list)
-    conflict_files: list = field(default_factory=list)
-    problems: list = field(default_factory=list)
+    test_files: list[str] = field(default_factory=list)
+    conflict_files: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
     verdict: Verdict = Verdict.FAIL
     base_status: BaseStatus | None = None  # see placement.py
-    conflicts: list = field(default_factory=list)  # placement.Conflict
-    skipped_before: list = field(default_factory=list)  # earlier patches left out (they conflict)
-    notes: list = field(default_factory=list)  # informational, not failures
+    conflicts: list[Any] = field(default_factory=list)  # placement.Conflict
+    skipped_before: list[str] = field(default_factory=list)  # earlier patches left out (they conflict)
+    notes: list[str] = field(default_factory=list)  # informational, not failures
     sha256: str = ""
     subject: str = ""  # the commit subject
-    depends_on: list = field(default_factory=list)  # earlier patches it needs, from the manifest
+    depends_on: list[str] = field(default_factory=list)  # earlier patches it needs, from the manifest
     hidden_dependency: bool = False  # needs an earlier patch the manifest does not record
 
     @property
-    def red_without_fix(self):
+    def red_without_fix(self) -> bool:
         return self.red is not None and self.red.status == RunStatus.RED
 
     @property
-    def green_with_fix(self):
+    def green_with_fix(self) -> bool:
         return self.green is not None and self.green.status == RunStatus.GREEN
 
     @property
-    def style_clean(self):
+    def style_clean(self) -> bool:
         return self.style is not None and self.style.clean
 
-    def decide(self):
+    def decide(self) -> Verdict:
         if self.base_status is not None and BaseStatus(self.base_status).informational:
             self.verdict = Verdict.UPSTREAM
         elif not self.applies or self.hidden_dependency:
@@ -99,7 +100,7 @@ class PatchResult:
             self.verdict = Verdict.OK if ok else Verdict.FLAKY if flaky else Verdict.FAIL
         return self.verdict
 
-    def to_json(self):
+    def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "target": self.target,
@@ -126,3 +127,72 @@ class PatchResult:
             "problems": self.problems,
             "notes": self.notes,
         }
+
+
+@dataclass
+class CompanionResult:
+    """The last stage of `verify` for a target with companions (`verify_with`): all its patches' tests once more,
+    with the patched sources of `companions` on PYTHONPATH."""
+
+    target: str
+    companions: list[str]  # the companion targets' names
+    label: str
+    run: PytestRun
+
+    @property
+    def green(self) -> bool:
+        return self.run.status == RunStatus.GREEN
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "with": self.companions,
+            "label": self.label,
+            "green": self.green,
+            "status": self.run.status,
+            "run": asdict(self.run),
+        }
+
+
+@dataclass
+class UpstreamRun:
+    """Upstream's tests run on one tree (the base, or the series): the counts per outcome and the run."""
+
+    passed: int
+    failed: int
+    skipped: int
+    error: int
+    total: int
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    log: str | None
+    run: dict[str, str]  # the status of the pytest run and the tail of its output
+
+
+@dataclass
+class Regression:
+    """A test that passed on the base and does not with the series."""
+
+    id: str
+    base: str
+    series: str
+    log: str | None
+
+
+@dataclass
+class UpstreamTestsResult:
+    """`verify --upstream-tests`: upstream's own tests of one target, on the base and with the series."""
+
+    target: str
+    spec: str
+    files: list[str]
+    missing: list[str]
+    states: dict[str, UpstreamRun] = field(default_factory=dict)  # "base" / "series"
+    regressions: list[Regression] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)  # ids of tests that fail on the base and pass with the series
+    problems: list[str] = field(default_factory=list)
+    ok: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,34 +1,41 @@
 """Outcomes of earlier pytest runs of `verify`, reused while nothing they depend on has changed."""
 
-import hashlib
 import json
 import os
 import shutil
-import subprocess
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
+
+from . import pyenv
+from .digests import sha256_file, sha256_of
+from .errors import SeriesError
 
 
 VERSION = 2
 KEEP = 500  # entries; the oldest ones go first
-# What an interpreter holds: its version and build, and every installed distribution with its version.
-ENVIRONMENT = r"""
-import importlib.metadata, json, sys
-dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
-print(json.dumps({"version": sys.version, "prefix": sys.prefix, "packages": dists}))
-"""
+# What of an interpreter's answer (pyenv.describe) an outcome depends on: its version and build, where it lives,
+# and every installed distribution with its version.
+ENVIRONMENT = ("version", "prefix", "packages")
 
 
-def file_digest(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def tool_digest():
+def tool_digest() -> str:
     """The tool's own code: a change to any of its modules may change an outcome."""
-    digest = hashlib.sha256()
     package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        digest.update(f"{path.relative_to(package)}\0{file_digest(path)}\0".encode())
-    return digest.hexdigest()
+    return sha256_of(
+        *(f"{path.relative_to(package)}\0{sha256_file(path)}\0" for path in sorted(package.rglob("*.py")))
+    )
+
+
+def for_verify(work: str | Path, python: str | Path, info: dict[str, Any], device: str) -> "RunCache":
+    """`verify`'s cache (<work>/cache/verify): its identity is the interpreter with what `pyenv.probe` answered
+    (`info`), the device (and the GPUs it may see) and the tool's own code."""
+    identity: dict[str, Any] = {"python": str(python), "probe": info, "device": device, "tool": tool_digest()}
+    if device == "cuda":
+        identity["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    cache = RunCache(Path(work) / "cache" / "verify", identity)
+    cache.remember(python, info)
+    return cache
 
 
 class RunCache:
@@ -42,26 +49,39 @@ class RunCache:
     anything else - a failure, a timeout - runs again the next time.
     """
 
-    def __init__(self, folder, identity):
+    def __init__(self, folder: str | Path, identity: dict[str, Any]) -> None:
         self.folder = Path(folder)
         self.identity = identity
-        self._environments = {}
+        self._environments: dict[str, str | None] = {}
 
-    def environment(self, python):
+    def environment(self, python: str | Path) -> str | None:
         """A digest of the version and the installed packages of `python`, or None when it cannot be asked."""
         python = str(python)
         if python not in self._environments:
             try:
-                proc = subprocess.run(
-                    [python, "-c", ENVIRONMENT], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
-                )
-            except (OSError, subprocess.TimeoutExpired):
-                proc = None
-            ok = proc is not None and proc.returncode == 0 and proc.stdout.strip()
-            self._environments[python] = hashlib.sha256(proc.stdout.encode()).hexdigest() if ok else None
+                info = pyenv.describe(python)
+            except SeriesError:
+                self._environments[python] = None
+            else:
+                self.remember(python, info)
         return self._environments[python]
 
-    def key(self, *, trees, expect, files, source_dir, python, device, env=None):
+    def remember(self, python: str | Path, info: dict[str, Any]) -> None:
+        """What `pyenv.describe(python)` answered in this run (verify asks it first): not asked again."""
+        answer = json.dumps({name: info.get(name) for name in ENVIRONMENT}, sort_keys=True)
+        self._environments[str(python)] = sha256_of(answer)
+
+    def key(
+        self,
+        *,
+        trees: Any,
+        expect: str,
+        files: Iterable[str],
+        source_dir: str,
+        python: str | Path,
+        device: str,
+        env: Mapping[str, str] | None = None,
+    ) -> str | None:
         """The key of a pytest run, or None when the interpreter cannot be asked what it holds (no reuse)."""
         environment = self.environment(python)
         if environment is None:
@@ -78,9 +98,9 @@ class RunCache:
             "device": device,
             "env": dict(env or {}),
         }
-        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+        return sha256_of(json.dumps(material, sort_keys=True))
 
-    def get(self, key, log_path):
+    def get(self, key: str, log_path: str | Path) -> dict[str, Any] | None:
         """The stored outcome (a dict) with its log copied to `log_path`, or None."""
         entry, log = self.folder / f"{key}.json", self.folder / f"{key}.log"
         try:
@@ -92,7 +112,7 @@ class RunCache:
         outcome["log"] = str(log_path)
         return outcome
 
-    def put(self, key, outcome):
+    def put(self, key: str, outcome: dict[str, Any]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(outcome["log"], self.folder / f"{key}.log")
         tmp = self.folder / f".{key}.json.tmp"
@@ -100,7 +120,7 @@ class RunCache:
         os.replace(tmp, self.folder / f"{key}.json")
         self._prune()
 
-    def _prune(self):
+    def _prune(self) -> None:
         entries = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
         for entry in entries[: max(len(entries) - KEEP, 0)]:
             entry.unlink(missing_ok=True)

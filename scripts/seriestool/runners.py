@@ -6,11 +6,14 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
-from .git import Repo
+from .git import Repo, StrPath
 from .results import PytestRun, Style
+from .runcache import RunCache
 from .statuses import RunStatus
 
 
@@ -18,10 +21,12 @@ IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
 TAIL_LINES = 40
 
 
-def _parse_junit(path):
+def _parse_junit(path: StrPath) -> tuple[dict[str, int], list[str], list[str], dict[str, str]]:
     """(counts, failing test ids, failure kinds, {test id: "passed" | "failed" | "errors" | "skipped"})."""
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    failing, kinds, outcomes = [], [], {}
+    failing: list[str] = []
+    kinds: list[str] = []
+    outcomes: dict[str, str] = {}
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
@@ -48,7 +53,7 @@ def _parse_junit(path):
     return counts, failing, kinds, outcomes
 
 
-def stop_group(proc, grace=3.0):
+def stop_group(proc: subprocess.Popen[Any], grace: float = 3.0) -> None:
     """Stop `proc` and every process of its process group (it was started in its own session): SIGTERM, then
     SIGKILL for whatever is left after `grace` seconds. A second Ctrl-C while waiting still ends in SIGKILL."""
     try:
@@ -68,7 +73,9 @@ def stop_group(proc, grace=3.0):
         proc.wait()
 
 
-def run_logged(cmd, *, cwd, env, log_path, timeout):
+def run_logged(
+    cmd: Sequence[str], *, cwd: StrPath, env: Mapping[str, str], log_path: StrPath, timeout: float | None
+) -> tuple[int | None, float]:
     """Run a command in its own process group with output to `log_path`; returns (exit code or None on
     timeout, seconds). On a timeout, Ctrl-C or any other exception, the whole group is stopped first."""
     start = time.monotonic()
@@ -93,7 +100,7 @@ def run_logged(cmd, *, cwd, env, log_path, timeout):
     return code, round(time.monotonic() - start, 2)
 
 
-def _tail(path, lines=TAIL_LINES):
+def _tail(path: StrPath, lines: int = TAIL_LINES) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -102,8 +109,18 @@ def _tail(path, lines=TAIL_LINES):
 
 
 def run_pytest(
-    *, python, repo_dir, source_dir, files, device, log_stem, timeout, expect, extra_paths=(), extra_env=None
-):
+    *,
+    python: StrPath,
+    repo_dir: StrPath,
+    source_dir: str,
+    files: Sequence[str],
+    device: str,
+    log_stem: StrPath,
+    timeout: float | None,
+    expect: RunStatus,
+    extra_paths: Iterable[StrPath] = (),
+    extra_env: Mapping[str, str] | None = None,
+) -> PytestRun:
     """Run pytest on `files` in the checkout; classify the outcome as a red or a green run (`expect`).
 
     `extra_paths` go on PYTHONPATH after the checkout's sources (e.g. a patched companion package)."""
@@ -127,7 +144,15 @@ def run_pytest(
     code, seconds = run_logged(cmd, cwd=repo_dir, env=env, log_path=log_path, timeout=timeout)
     counts, failing, kinds, _ = _parse_junit(junit)
     run = PytestRun(
-        status=RunStatus.ERROR, exit_code=code, duration_s=seconds, log=str(log_path), failing=failing, **counts
+        status=RunStatus.ERROR,
+        exit_code=code,
+        duration_s=seconds,
+        log=str(log_path),
+        failing=failing,
+        passed=counts["passed"],
+        failed=counts["failed"],
+        errors=counts["errors"],
+        skipped=counts["skipped"],
     )
     run.total = sum(counts.values())
     if code is None:
@@ -150,7 +175,7 @@ def run_pytest(
     return run
 
 
-def source_trees(repo_dir, extra_paths=()):
+def source_trees(repo_dir: StrPath, extra_paths: Iterable[StrPath] = ()) -> list[tuple[Repo, str]]:
     """The git work trees a pytest run imports from (the checkout, and those of `extra_paths`), each with the
     id of the tree it holds (its index, which the tool keeps equal to the files)."""
     repos = [Repo(repo_dir, isolated=True)]
@@ -161,7 +186,7 @@ def source_trees(repo_dir, extra_paths=()):
     return [(repo, repo.out("write-tree")) for repo in repos]
 
 
-def drop_stale_bytecode(repo, tree):
+def drop_stale_bytecode(repo: Repo, tree: str) -> None:
     """Delete the compiled bytecode of the `.py` files that changed since the last run in this checkout.
 
     Python trusts a `__pycache__` file while the source's size and mtime in whole seconds match, and the
@@ -188,7 +213,7 @@ def drop_stale_bytecode(repo, tree):
     record.write_text(tree + "\n", encoding="utf-8")
 
 
-def _cache_key(cache, kwargs):
+def _cache_key(cache: RunCache, kwargs: dict[str, Any]) -> str | None:
     return cache.key(
         trees=[tree for _, tree in source_trees(kwargs["repo_dir"], kwargs.get("extra_paths", ()))],
         expect=kwargs["expect"],
@@ -200,7 +225,7 @@ def _cache_key(cache, kwargs):
     )
 
 
-def cached_pytest(cache, **kwargs):
+def cached_pytest(cache: RunCache | None, **kwargs: Any) -> PytestRun:
     """`run_pytest`, or the outcome of an earlier run of the same tests on the same trees (see runcache.py)."""
     if cache is None:
         return run_pytest(**kwargs)
@@ -216,7 +241,12 @@ def cached_pytest(cache, **kwargs):
     return run
 
 
-def repeated_pytest(cache, repeat, progress=None, **kwargs):
+def repeated_pytest(
+    cache: RunCache | None,
+    repeat: int,
+    progress: Callable[[int, PytestRun], None] | None = None,
+    **kwargs: Any,
+) -> PytestRun:
     """The green stage: `cached_pytest` once, or with `repeat` > 1 that many fresh runs of the same tests, told
     apart by their log stems (`<stem>`, `<stem>.run2`, ...) and combined by `combine_runs`. A stored outcome is
     not one of them: a pass known from an earlier run does not count as `repeat` passes. When every run passed,
@@ -225,7 +255,8 @@ def repeated_pytest(cache, repeat, progress=None, **kwargs):
     if repeat == 1:
         return cached_pytest(cache, **kwargs)
     stem = Path(kwargs.pop("log_stem"))
-    runs, outcomes = [], []
+    runs: list[PytestRun] = []
+    outcomes: list[dict[str, str]] = []
     for number in range(1, repeat + 1):
         log_stem = stem if number == 1 else Path(f"{stem}.run{number}")
         runs.append(run_pytest(log_stem=log_stem, **kwargs))
@@ -233,20 +264,22 @@ def repeated_pytest(cache, repeat, progress=None, **kwargs):
         if progress is not None:
             progress(number, runs[-1])
     run = combine_runs(runs, outcomes)
-    key = None if cache is None or run.status != RunStatus.GREEN else _cache_key(cache, kwargs)
-    if key is not None:
-        cache.put(key, asdict(runs[0]))
+    if cache is not None and run.status == RunStatus.GREEN:
+        key = _cache_key(cache, kwargs)
+        if key is not None:
+            cache.put(key, asdict(runs[0]))
     return run
 
 
-def combine_runs(runs, outcomes):
+def combine_runs(runs: Sequence[PytestRun], outcomes: Iterable[Mapping[str, str]]) -> PytestRun:
     """One PytestRun for several green-stage runs of the same tests, given each run's per-test outcomes.
 
     Green when every run was green. A test that failed (or errored) in some runs and passed in others is
     flaky. The combined status is flaky when no test failed without ever passing and either some test is
     flaky or some runs were green (the others failed without a test to blame: a timeout, a crash); else it
     is the status of the first run that was not green (a test that fails every time is a failure)."""
-    failed_in, passed_in = Counter(), Counter()
+    failed_in: Counter[str] = Counter()
+    passed_in: Counter[str] = Counter()
     for per_test in outcomes:
         for test, outcome in per_test.items():
             if outcome in ("failed", "errors"):
@@ -270,14 +303,25 @@ def combine_runs(runs, outcomes):
     )
 
 
-def run_style(python, repo_dir, files):
+def run_style(python: StrPath, repo_dir: StrPath, files: Sequence[str]) -> Style:
     """ruff check and ruff format --check on `files`, from the checkout root (its own config)."""
     if not files:
         return Style(clean=True)
     ruff = [str(python), "-m", "ruff"]
-    opts = {"cwd": repo_dir, "capture_output": True, "text": True, "stdin": subprocess.DEVNULL}
-    check = subprocess.run([*ruff, "check", "--no-cache", "--", *files], **opts)
-    fmt = subprocess.run([*ruff, "format", "--check", "--no-cache", "--", *files], **opts)
+    check = subprocess.run(
+        [*ruff, "check", "--no-cache", "--", *files],
+        cwd=repo_dir,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    fmt = subprocess.run(
+        [*ruff, "format", "--check", "--no-cache", "--", *files],
+        cwd=repo_dir,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     return Style(
         clean=check.returncode == 0 and fmt.returncode == 0,
         files=list(files),

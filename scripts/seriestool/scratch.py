@@ -6,18 +6,16 @@ import tempfile
 from pathlib import Path
 
 from . import base as base_mod
+from .context import Context
 from .git import Repo
+from .manifest import Target
 
 
-def _spec_key(spec, target):
-    return base_mod.key_of(spec, target) or f"{spec.kind}:{spec.location}@{spec.ref}"
-
-
-def prepare_scratch(ctx, target, spec, folder="verify"):
+def prepare_scratch(ctx: Context, target: Target, spec: base_mod.BaseSpec, folder: str = "verify") -> tuple[Repo, str]:
     """A tool-owned checkout of the base under <work>/<folder>/<target> (`verify`'s, or `bundle`'s), reused between
     runs."""
     path = ctx.work / folder / target.name
-    key = _spec_key(spec, target)
+    key = spec.key(target)
     clean_leftovers(ctx, target, folder)
     repo = Repo(path, isolated=True)
     if path.is_dir() and repo.is_work_tree() and repo.config("series.basekey") == key:
@@ -43,7 +41,7 @@ def prepare_scratch(ctx, target, spec, folder="verify"):
     return Repo(path, isolated=True), base
 
 
-def clean_leftovers(ctx, target, folder="verify"):
+def clean_leftovers(ctx: Context, target: Target, folder: str = "verify") -> None:
     """Staging folders of an interrupted run beside the scratch checkout of `target`."""
     parent = ctx.work / folder
     if parent.is_dir():

@@ -14,16 +14,16 @@ class BaseStatus(enum.StrEnum):
     FIXED_DIFFERENTLY = "fixed-differently"  # it conflicts, and its tests pass on the base without it
 
     @property
-    def label(self):
+    def label(self) -> str:
         return _BASE_LABELS[self]
 
     @property
-    def informational(self):
+    def informational(self) -> bool:
         """Nothing for a maintainer to do in the series but drop the patch: not a failure of `verify`."""
         return self in (BaseStatus.ALREADY_UPSTREAM, BaseStatus.FIXED_DIFFERENTLY)
 
     @property
-    def went_in(self):
+    def went_in(self) -> bool:
         return self in (BaseStatus.CLEAN, BaseStatus.THREE_WAY)
 
 
@@ -61,10 +61,10 @@ class Verdict(enum.StrEnum):
     UPSTREAM = "upstream"  # already upstream or fixed there: drop it
 
     @property
-    def label(self):
+    def label(self) -> str:
         return self.value.upper() if self in (Verdict.FAIL, Verdict.FLAKY) else self.value
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         """Whether the patch needs no maintainer (the exit status of `verify` is 0 for it)."""
         return self not in (Verdict.FAIL, Verdict.FLAKY)

@@ -1,21 +1,120 @@
-"""Each patch of a target on the scratch repository: where it stands on the base, red without its fix, green
-with it, ruff-clean; then the target's tests with its companions' patched sources."""
+"""`verify`'s work: each patch of a target on the scratch repository (where it stands on the base, red without
+its fix, green with it, ruff-clean), then the target's tests with its companions' patched sources, then
+upstream's own tests; what it prints and the JSON report."""
 
-import os
+import datetime
 import shutil
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from . import patchfile, placement
-from .results import PatchResult, PytestRun, is_test_file
+from . import patchfile, placement, upstream_tests
+from .base import BaseSpec
+from .context import Context
+from .git import Repo
+from .manifest import Target
+from .render import problem_lines, shown_path, table
+from .results import SCHEMA_VERSION, CompanionResult, PatchResult, PytestRun, UpstreamTestsResult, is_test_file
+from .runcache import RunCache
 from .runners import cached_pytest, repeated_pytest, run_pytest, run_style
+from .scratch import prepare_scratch
 from .statuses import BaseStatus, RunStatus, Verdict
 
 
+@dataclass
+class Runs:
+    """How the pytest runs of `verify` go: the interpreter, the device, the limit per run, the outcome cache
+    (None: run everything) and how many times each green stage runs (`--repeat`)."""
+
+    python: Path
+    device: str
+    timeout: int
+    cache: RunCache | None = None
+    repeat: int = 1
+
+
+@dataclass
+class Verification:
+    """What `verify` found: each target's entry of the report, the patches' results, the companion stages and
+    upstream's own tests."""
+
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    results: list[PatchResult] = field(default_factory=list)
+    companions: list[CompanionResult] = field(default_factory=list)
+    upstream_tests: list[UpstreamTestsResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Conflicts and failed checks need a maintainer; a patch already upstream is only news."""
+        return (
+            all(Verdict(res.verdict).passed for res in self.results)
+            and all(companion.green for companion in self.companions)
+            and all(part.ok for part in self.upstream_tests)
+        )
+
+
+def verify_all(
+    ctx: Context,
+    targets: list[Target],
+    spec: BaseSpec,
+    runs: Runs,
+    *,
+    spec_text: str,
+    only: set[str] | None = None,
+    upstream: tuple[Target, str] | None = None,
+) -> Verification:
+    """Each target's patches on the base `spec` (written `spec_text`), in a scratch checkout each; then, when every
+    patch was checked (`only` None), each target with its companions; then upstream's tests (`upstream`: the target
+    and its `--upstream-tests` spec, or None)."""
+    found = Verification()
+    scratch: dict[str, tuple[Repo, str]] = {}
+    tops: dict[str, str] = {}
+    for target in targets:
+        repo, base = prepare_scratch(ctx, target, spec)
+        scratch[target.name] = (repo, base)
+        notes: list[str] = []
+        found.targets.append(
+            {
+                "name": target.name,
+                "version": target.version,
+                "base": {"spec": spec_text, "describe": spec.describe(target), "commit": base},
+                "patches": len(target.patches),
+                "notes": notes,
+            }
+        )
+        if not target.patches:
+            ctx.out(f"no patches for {target.name}: nothing to verify")
+            continue
+        found.results += verify_target(ctx, target, repo, base, runs, only=only, spec=spec, notes=notes)
+        tops[target.name] = repo.out("rev-parse", "HEAD")
+    if only is None:
+        for target in targets:
+            companion = verify_with_companions(ctx, target, found.results, scratch, runs)
+            if companion is not None:
+                found.companions.append(companion)
+    if upstream is not None:
+        target, text = upstream
+        repo, base = scratch[target.name]
+        commits = {"base": base, "series": tops.get(target.name, base)}
+        common: dict[str, Any] = {"python": runs.python, "device": runs.device, "timeout": runs.timeout}
+        found.upstream_tests.append(upstream_tests.run(ctx, target, repo, commits, text, **common))
+    return found
+
+
 def verify_target(
-    ctx, target, repo, base, *, python, device, only, timeout, spec=None, notes=None, cache=None, repeat=1
-):
-    """The results of `target`'s patches; with `repeat` > 1 each green stage runs that many times (flakes)."""
+    ctx: Context,
+    target: Target,
+    repo: Repo,
+    base: str,
+    runs: Runs,
+    *,
+    only: set[str] | None = None,
+    spec: BaseSpec | None = None,
+    notes: list[str] | None = None,
+) -> list[PatchResult]:
+    """The results of `target`'s patches; with `runs.repeat` > 1 each green stage runs that many times (flakes)."""
+    python, device, timeout, cache, repeat = runs.python, runs.device, runs.timeout, runs.cache, runs.repeat
     results = []
     logs = ctx.work / "logs" / "verify" / target.name
     if logs.exists():
@@ -23,8 +122,8 @@ def verify_target(
     logs.mkdir(parents=True)
     moved = spec is not None and spec.kind != "sdist"
 
-    def run_red(files, stem):
-        common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
+    def run_red(files: list[str], stem: Path) -> PytestRun:
+        common: dict[str, Any] = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
         return run_pytest(
             log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, files=files, device=device, timeout=timeout, **common
         )
@@ -55,7 +154,7 @@ def verify_target(
             continue
         res.applies = True
         went_in.add(name)
-        commit = repo.head()
+        commit = repo.out("rev-parse", "HEAD")
         res.applies_alone = repo.apply_check_on(base, patch, ctx.work)
         if not res.applies_alone and res.base_status == BaseStatus.CLEAN:
             _check_dependencies(ctx, target, repo, base, res, patch, went_in)
@@ -113,32 +212,23 @@ def verify_target(
     return results
 
 
-def _run_progress(ctx, what, repeat):
+def _run_progress(ctx: Context, what: str, repeat: int) -> Callable[[int, PytestRun], None]:
     """One line per repeated run: `--repeat 50` of a slow test is minutes without one."""
 
-    def show(number, run):
+    def show(number: int, run: PytestRun) -> None:
         ctx.log(f"{what} run {number}/{repeat}: {run.status} ({run.duration_s:.1f}s)")
 
     return show
 
 
-def _progress(run, first, second):
+def _progress(run: PytestRun, first: str, second: str) -> str:
     when = "earlier identical run" if run.cached else f"{run.duration_s:.1f}s"
     if run.runs > 1:
         when = f"{run.run_statuses.count(RunStatus.GREEN)} of {run.runs} runs green, {when}"
     return f"{run.status} {getattr(run, first)}/{getattr(run, second)} {first}/{second} ({when})"
 
 
-def shown_path(path):
-    """`path` relative to the current folder when it is below it (shorter on the console), else as it is."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return rel if not rel.startswith("..") else str(path)
-
-
-def run_detail(run, limit=5):
+def run_detail(run: PytestRun, limit: int = 5) -> str:
     """What a failed check needs on the console: the failing test ids and the log."""
     parts = []
     if run.flaky:
@@ -158,7 +248,9 @@ def run_detail(run, limit=5):
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def _check_dependencies(ctx, target, repo, base, res, patch, went_in):
+def _check_dependencies(
+    ctx: Context, target: Target, repo: Repo, base: str, res: PatchResult, patch: Path, went_in: set[str]
+) -> None:
     """A patch that applies in the series but not alone on the base needs an earlier one: the manifest must say
     which (`[targets.<target>.depends]`), so that it is submitted after it. Else it is a hidden dependency."""
     needs = [dep for dep in target.depends_on(res.name) if dep in went_in]
@@ -179,11 +271,13 @@ def _check_dependencies(ctx, target, repo, base, res, patch, went_in):
         )
 
 
-def verify_with_companions(ctx, target, results, scratch, *, python, device, timeout, cache=None, repeat=1):
+def verify_with_companions(
+    ctx: Context, target: Target, results: list[PatchResult], scratch: dict[str, tuple[Repo, str]], runs: Runs
+) -> CompanionResult | None:
     """Run all of `target`'s regression tests on its fully patched checkout with the patched sources of the
     targets in `target.verify_with` on PYTHONPATH: the series must not depend on, nor break with, its companions.
 
-    Returns None when there is nothing to run, else a dict for the report."""
+    Returns None when there is nothing to run."""
     others = [ctx.manifest.target(name) for name in target.verify_with]
     others = [other for other in others if other.name in scratch and other.patches]
     own = [res for res in results if res.target == target.name]
@@ -200,25 +294,79 @@ def verify_with_companions(ctx, target, results, scratch, *, python, device, tim
         f"{', '.join(other.name for other in others)} first on PYTHONPATH, in one pytest run"
     )
     run = repeated_pytest(
-        cache,
-        repeat,
-        progress=_run_progress(ctx, f"[{label}]", repeat),
-        python=python,
+        runs.cache,
+        runs.repeat,
+        progress=_run_progress(ctx, f"[{label}]", runs.repeat),
+        python=runs.python,
         repo_dir=repo.path,
         source_dir=target.source_dir,
         files=files,
-        device=device,
+        device=runs.device,
         log_stem=ctx.work / "logs" / "verify" / target.name / "with-companions",
-        timeout=timeout,
+        timeout=runs.timeout,
         expect=RunStatus.GREEN,
         extra_paths=paths,
     )
     ctx.log(f"[{label}] {_progress(run, 'passed', 'skipped')}")
+    return CompanionResult(target=target.name, companions=[other.name for other in others], label=label, run=run)
+
+
+def companion_line(companion: CompanionResult) -> str:
+    """What `verify` prints about a companion stage."""
+    run = companion.run
+    verdict = "ok" if companion.green else f"FAIL ({run.status})"
+    if run.status == RunStatus.FLAKY:
+        verdict = f"FLAKY{run_detail(run)}"
+    counts = f"{run.passed} passed, {run.skipped} skipped, {run.failed} failed"
+    if run.runs > 1:
+        counts += f" ({run.run_statuses.count(RunStatus.GREEN)} of {run.runs} runs green)"
+    return f"{companion.label}: {verdict}, {counts}"
+
+
+def _count(number: int, word: str, plural: str | None = None) -> str:
+    return f"{number} {word if number == 1 else plural or word + 's'}"
+
+
+def console_lines(found: Verification, *, only: set[str] | None, duration: float, logs: Path) -> list[str]:
+    """What `verify` prints when it is done: the table, the problems, the companion stages, upstream's tests, the
+    reused runs and the verdict line."""
+    lines = []
+    if found.results:
+        patches = [res.to_json() for res in found.results]
+        lines += [table(patches), *problem_lines(patches)]
+    lines += [companion_line(companion) for companion in found.companions]
+    for part in found.upstream_tests:
+        lines += upstream_tests.lines(part)
+    runs = [run for res in found.results for run in (res.red, res.green) if run and run.exit_code is not None]
+    runs += [companion.run for companion in found.companions]
+    reused = sum(run.cached for run in runs)
+    if reused:
+        total = sum(run.runs for run in runs)  # a repeated stage is `runs` pytest runs, never reused
+        lines.append(f"{reused} of {total} pytest runs: outcome of an identical earlier run (--no-cache to run them)")
+    counted = _count(len(found.results), "patch", "patches")
+    if only is not None:
+        checked = sum(1 for res in found.results if res.name in only)
+        counted = _count(checked, "patch", "patches")
+        if len(found.results) > checked:
+            counted += f", {len(found.results) - checked} more not checked (--patch)"
+    verdict = "OK" if found.ok else "FAILED"
+    lines.append(f"verify: {verdict} ({counted}, {duration:.1f}s, logs in {shown_path(logs)})")
+    return lines
+
+
+def report(found: Verification, runs: Runs, info: dict[str, Any], duration: float) -> dict[str, Any]:
+    """The JSON report (docs/reviewer-ci.md, "The JSON report")."""
     return {
-        "target": target.name,
-        "with": [other.name for other in others],
-        "label": label,
-        "green": run.status == RunStatus.GREEN,
-        "status": run.status,
-        "run": asdict(run),
+        "schema_version": SCHEMA_VERSION,
+        "ok": found.ok,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "device": runs.device,
+        "repeat": runs.repeat,
+        "python": str(runs.python),
+        "tools": {key: info.get(key) for key in ("python", "pytest", "ruff", "torch", "cuda")},
+        "targets": found.targets,
+        "patches": [res.to_json() for res in found.results],
+        "companions": [companion.to_json() for companion in found.companions],
+        "upstream_tests": [part.to_json() for part in found.upstream_tests],
+        "duration_s": duration,
     }

@@ -1,11 +1,10 @@
 """archive.py: which tar members are accepted, the hash, and extraction that leaves nothing behind on failure."""
 
-import hashlib
 import io
 import tarfile
 
 import pytest
-from seriestool.archive import UnsafeArchive, check_members, extract_stripped, sha256_file
+from seriestool.archive import UnsafeArchive, check_members, extract_stripped
 
 
 TOP = "pkg-1.0"
@@ -149,13 +148,6 @@ def test_refused(case):
     assert refused(members) == message
 
 
-def test_sha256_file(tmp_path):
-    path = tmp_path / "blob"
-    data = b"x" * (3 << 20)  # more than one read block
-    path.write_bytes(data)
-    assert sha256_file(path) == hashlib.sha256(data).hexdigest()
-
-
 def _tarball(path, members):
     """members: (TarInfo, bytes or None)."""
     with tarfile.open(path, "w:gz") as tar:
@@ -181,6 +173,19 @@ def test_an_unsafe_archive_writes_nothing(tmp_path):
     with pytest.raises(UnsafeArchive, match="escapes the target folder"):
         extract_stripped(archive, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_every_refused_archive_writes_nothing(tmp_path, case):
+    """What check_members refuses, extract_stripped refuses before anything is written: not the destination, not
+    a staging folder, not the escaping file."""
+    members, message = REFUSED[case]
+    archive = _tarball(tmp_path / "a.tar.gz", [(info, b"x" if info.isreg() else None) for info in members])
+    with pytest.raises(UnsafeArchive) as raised:
+        extract_stripped(archive, tmp_path / "out")
+    assert str(raised.value) == message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]
+    assert not (tmp_path.parent / "evil").exists() and not (tmp_path.parent / "outside").exists()
 
 
 def test_a_file_that_is_not_an_archive(tmp_path):

@@ -10,6 +10,7 @@ from seriestool.errors import SeriesError
 
 SHA = "a" * 64
 P1, P2, P3 = "0001-one.patch", "0002-two.patch", "0003-three.patch"
+DS = "[targets.fake.downstream]\n"
 
 
 def _table(name="fake", *, names=(P1, P2, P3), drop=(), **extra):
@@ -175,7 +176,111 @@ BAD = {
         _table() + f'[targets.fake.depends]\n"{P3}" = ["{P1}", "{P1}"]\n',
         rf"manifest PATH: \[targets.fake.depends\]: '{P3}' lists a patch twice",
     ),
+    "lacks_package": (_table(drop=("package",)), r"manifest PATH: \[targets.fake\] lacks package"),
+    "lacks_version": (_table(drop=("version",)), r"manifest PATH: \[targets.fake\] lacks version"),
+    "lacks_git_url": (_table(drop=("git_url",)), r"manifest PATH: \[targets.fake\] lacks git_url"),
+    "unknown_target_key": (
+        _table(soruce_dir='"src"'),
+        r"manifest PATH: \[targets.fake\] has an unknown key 'soruce_dir' \(did you mean 'source_dir'\?\)",
+    ),
+    "unknown_target_key_far_off": (
+        _table(zzz="1"),
+        r"manifest PATH: \[targets.fake\] has an unknown key 'zzz' \(known: package, version, .*, downstream\)",
+    ),
+    "downstream_not_table": (
+        _table(downstream="[1]"),
+        r"manifest PATH: \[targets.fake.downstream\] must be a table of patch = \[\{ scenarios = \[...\], "
+        r'reason = "..." \}, ...\]',
+    ),
+    "downstream_unknown_patch": (
+        _table() + DS + '"0009-x.patch" = [{ scenarios = ["a"], reason = "r" }]\n',
+        r"manifest PATH: \[targets.fake.downstream\]: '0009-x.patch' is not in the patches list",
+    ),
+    "downstream_not_list": (
+        _table() + DS + f'"{P1}" = {{ scenarios = ["a"], reason = "r" }}\n',
+        rf"manifest PATH: \[targets.fake.downstream\]: '{P1}' must map to a list of \{{ scenarios, reason \}} tables",
+    ),
+    "downstream_empty_list": (
+        _table() + DS + f'"{P1}" = []\n',
+        rf".*: '{P1}' must map to a list of \{{ scenarios, reason \}} tables",
+    ),
+    "downstream_entry_not_table": (
+        _table() + DS + f'"{P1}" = ["a"]\n',
+        rf"manifest PATH: \[targets.fake.downstream\]: '{P1}' lists 'a', not a \{{ scenarios, reason \}} table",
+    ),
+    "downstream_unknown_key": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = ["a"], reason = "r", why = "w", also = 1 }}]\n',
+        rf"manifest PATH: \[targets.fake.downstream\]: '{P1}': unknown key\(s\) also, why "
+        r"\(scenarios, reason, fields\)",
+    ),
+    "downstream_no_scenarios": (
+        _table() + DS + f'"{P1}" = [{{ reason = "r" }}]\n',
+        rf"manifest PATH: \[targets.fake.downstream\]: '{P1}': scenarios must be a pattern or a list of patterns",
+    ),
+    "downstream_empty_scenarios": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = [], reason = "r" }}]\n',
+        r".*scenarios must be a pattern or a list of patterns",
+    ),
+    "downstream_empty_pattern": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = ["a", ""], reason = "r" }}]\n',
+        r".*scenarios must be a pattern or a list of patterns",
+    ),
+    "downstream_pattern_not_text": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = ["a", 1], reason = "r" }}]\n',
+        r".*scenarios must be a pattern or a list of patterns",
+    ),
+    "downstream_scenarios_number": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = 1, reason = "r" }}]\n',
+        r".*scenarios must be a pattern or a list of patterns",
+    ),
+    "downstream_no_reason": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = "a" }}]\n',
+        rf"manifest PATH: \[targets.fake.downstream\]: '{P1}': every declaration needs a reason of one line",
+    ),
+    "downstream_blank_reason": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = "a", reason = "  " }}]\n',
+        r".*every declaration needs a reason of one line",
+    ),
+    "downstream_two_line_reason": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = "a", reason = "one\\ntwo" }}]\n',
+        r".*every declaration needs a reason of one line",
+    ),
+    "downstream_reason_not_text": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = "a", reason = 1 }}]\n',
+        r".*every declaration needs a reason of one line",
+    ),
+    "downstream_unknown_field": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = "a", reason = "r", fields = ["weights", "speed"] }}]\n',
+        rf"manifest PATH: \[targets.fake.downstream\]: '{P1}': fields must list outcome fields "
+        r"\(global_step, updates, scheduler_steps, events, weights, log_history, error, nonfinite_grads\)",
+    ),
+    "downstream_no_fields": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = "a", reason = "r", fields = [] }}]\n',
+        r".*fields must list outcome fields .*",
+    ),
+    "downstream_fields_not_list": (
+        _table() + DS + f'"{P1}" = [{{ scenarios = "a", reason = "r", fields = "weights" }}]\n',
+        r".*fields must list outcome fields .*",
+    ),
 }
+
+
+def test_downstream_declarations_are_read(tmp_path):
+    text = _table() + "[targets.fake.downstream]\n"
+    text += f'"{P1}" = [{{ scenarios = "trl/*", reason = " why \t" }}, {{ scenarios = ["a", "b"], reason = "r", '
+    text += 'fields = ["error"] }]\n'
+    text += f'"{P3}" = [{{ scenarios = ["c"], reason = "r3" }}]\n'
+    [target] = _load(tmp_path, text).targets.values()
+    assert target.downstream == {
+        P1: [
+            {"scenarios": ["trl/*"], "reason": "why", "fields": list(manifest.DOWNSTREAM_DEFAULT_FIELDS)},
+            {"scenarios": ["a", "b"], "reason": "r", "fields": ["error"]},
+        ],
+        P3: [{"scenarios": ["c"], "reason": "r3", "fields": list(manifest.DOWNSTREAM_DEFAULT_FIELDS)}],
+    }
+    # By default a declaration covers every field but a new error and non-finite gradients.
+    assert manifest.DOWNSTREAM_DEFAULT_FIELDS == manifest.DOWNSTREAM_FIELDS[:6]
+    assert "error" not in manifest.DOWNSTREAM_DEFAULT_FIELDS and "weights" in manifest.DOWNSTREAM_DEFAULT_FIELDS
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -99,6 +99,8 @@ def test_read_a_whole_patch(tmp_path):
     assert [f.path for f in parsed.files] == ["src/core.py", "tests/test_add.py", "old.txt", "run.sh", "docs/ä b.md"]
     assert parsed.paths() == ["src/core.py", "tests/test_add.py", "old.txt", "run.sh", "docs/ä b.md"]
     assert patchfile.problems(parsed) == []
+    assert parsed.added() == parsed.added("tests/") == ["tests/test_add.py"]  # new files only
+    assert parsed.added("src/") == [] and parsed.added("tests/test_b") == []
 
     core = parsed.file("src/core.py")
     assert core.header == MODIFY.splitlines()[:4]

@@ -406,3 +406,68 @@ def test_append_markdown(tmp_path):
     render.append_markdown(path, _report([_patch("0001")]))
     text = path.read_text(encoding="utf-8")
     assert text.startswith("before\n### Patch series verify: OK") and text.count("### Patch series verify") == 2
+
+
+def test_shown_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert render.shown_path(tmp_path / "logs" / "a.log") == "logs/a.log"
+    assert render.shown_path(str(tmp_path / "a.log")) == "a.log"
+    assert render.shown_path(tmp_path) == "."
+    assert render.shown_path(tmp_path / "..dots" / "a.log") == "..dots/a.log"  # below, though it starts with ..
+    outside = tmp_path.parent / "elsewhere" / "a.log"
+    assert render.shown_path(outside) == str(outside)  # outside: as it is
+    assert render.shown_path(tmp_path.parent) == str(tmp_path.parent)
+    assert render.shown_path("relative/a.log") == "relative/a.log"
+
+
+def test_the_cells_of_repeated_and_flaky_runs():
+    assert render.green_cell(dict(run(RunStatus.GREEN, passed=3, skipped=1), runs=3)) == "yes 3/1 x3"
+    assert render.green_cell(dict(run(RunStatus.GREEN, passed=3), runs=1)) == "yes 3/0"
+    failed = dict(run(RunStatus.FAILED, passed=2), runs=2)
+    assert render.green_cell(failed) == "NO: failed 2/0 x2"
+    flaky = dict(run(RunStatus.FLAKY, passed=3), runs=4, run_statuses=["green", "failed", "green", "green"])
+    assert render.green_cell(flaky) == "FLAKY: 3/4 runs"
+
+
+def _companion(status, **run_fields):
+    fields = {"status": status, "runs": 1, "run_statuses": [], **run_fields}
+    return {"label": "fake + patched other", "green": status == RunStatus.GREEN, "run": fields}
+
+
+def test_markdown_of_companion_stages_and_repeats():
+    good = render.markdown(_report([_patch("0001")], companions=[_companion(RunStatus.GREEN)], repeat=3))
+    assert "Device `cpu`, torch 2.13.0, Python 3.11.7, 12 s, each green stage run 3 times.\n" in good
+    assert "Needs a maintainer" not in good
+    once = render.markdown(_report([_patch("0001")], repeat=1))
+    assert "Python 3.11.7, 12 s.\n" in once
+    failed = render.markdown(_report([_patch("0001")], ok=False, companions=[_companion(RunStatus.FAILED)]))
+    assert "**Needs a maintainer:**\n\n- `fake + patched other`: all the tests: failed, not green\n" in failed
+    statuses = ["green", "failed", "green"]
+    flaky = _companion(RunStatus.FLAKY, runs=3, run_statuses=statuses)
+    text = render.markdown(_report([_patch("0001")], ok=False, companions=[flaky]))
+    assert "- `fake + patched other`: all the tests: flaky (green in 2 of 3 runs)\n" in text
+
+
+def test_junit_of_a_flaky_patch(tmp_path):
+    green = PytestRun(
+        status=RunStatus.FLAKY,
+        runs=3,
+        run_statuses=["green", "failed", "green"],
+        flaky=[{"test": "t::a", "failed": 1}],
+    )
+    suite, cases = _junit(tmp_path, [_res(green=green)])
+    assert cases["green_with_fix"] == ("failure", "green_with_fix flaky: green in 2 of 3 runs")
+    [failure] = [case.find("failure") for case in suite.iter("testcase") if case.get("name") == "green_with_fix"]
+    assert failure.get("type") == "flaky" and failure.text == "t::a failed in 1 of 3 runs"
+    others = [case.find("failure") for case in suite.iter("testcase") if case.find("failure") is not None]
+    assert others == [failure]
+    _, plain = _junit(tmp_path, [_res(red=PytestRun(status=RunStatus.NOT_RED))])
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    assert all(f.get("type") is None for f in root.iter("failure")) and plain["red_without_fix"][0] == "failure"
+
+
+def test_wrap_keeps_a_long_word_and_a_hyphenated_path_whole():
+    path = "/a-very/long-path/" + "x" * 150 + "-with-hyphens.log"
+    assert render.wrap(f"log {path} end", width=40) == ["  log", f"      {path}", "      end"]
+    assert render.wrap("", width=40) == [""]
+    assert render.wrap("one-two three-four", width=12) == ["  one-two", "      three-four"]

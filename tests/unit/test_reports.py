@@ -2,9 +2,11 @@
 
 import copy
 import json
+from types import SimpleNamespace
 
 import pytest
 from seriestool import reports
+from seriestool.digests import sha256_file
 from seriestool.statuses import Verdict
 
 
@@ -141,3 +143,50 @@ def test_a_result_is_kept_only_while_it_and_the_patches_before_it_are_the_same_f
     inserted = [ONLY_2[0], _patch("0002-new.patch", Verdict.OK), *ONLY_2[1:]]
     saved = _save(tmp_path, _report(inserted))
     assert [p["verdict"] for p in saved["patches"]] == [Verdict.OK] * 3 + [Verdict.NOT_CHECKED]
+
+
+def _judged_setup(tmp_path):
+    """Three patch files, and a saved report on base c1 that judged them (the second had no base status)."""
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    names = ["0001-a.patch", "0002-b.patch", "0003-c.patch"]
+    for name in names:
+        (folder / name).write_text(f"patch {name}\n", encoding="utf-8")
+    target = SimpleNamespace(name="fake", patch_path=lambda name: folder / name)
+    sha = {name: sha256_file(folder / name) for name in names}
+    patches = [
+        dict(_patch(names[0], Verdict.OK, base_status="clean", problems=["p"]), sha256=sha[names[0]]),
+        dict(_patch(names[1], Verdict.OK), sha256=sha[names[1]]),
+        dict(
+            _patch(names[2], Verdict.UPSTREAM, base_status="fixed-differently", checked_at="2025-12-31T00:00:00Z"),
+            sha256=sha[names[2]],
+        ),
+    ]
+    reports.save_last(tmp_path, _report(patches))
+    return target, folder, names
+
+
+def test_what_the_last_verify_judged_on_a_base(tmp_path):
+    target, folder, names = _judged_setup(tmp_path)
+    found = reports.judged(tmp_path, target, "c1")
+    assert found == {
+        names[0]: reports.Judgement("clean", Verdict.OK, "2026-01-01T00:00:00Z", ["p"]),
+        names[2]: reports.Judgement("fixed-differently", Verdict.UPSTREAM, "2025-12-31T00:00:00Z", []),
+    }
+    assert reports.judged(tmp_path, target, "c2") == {}  # another base
+    assert reports.judged(tmp_path, SimpleNamespace(name="other", patch_path=target.patch_path), "c1") == {}
+    # A changed patch file: it and every later one are no longer what was judged.
+    (folder / names[1]).write_text("changed\n", encoding="utf-8")
+    assert reports.judged(tmp_path, target, "c1") == {names[0]: found[names[0]]}
+    (folder / names[0]).unlink()
+    assert reports.judged(tmp_path, target, "c1") == {}
+
+
+def test_a_report_without_targets_or_date_judges(tmp_path):
+    target, _, names = _judged_setup(tmp_path)
+    report = reports.load_last(tmp_path, "fake")
+    reports.last_path(tmp_path, "fake").write_text(json.dumps(dict(report, targets=[])), encoding="utf-8")
+    assert reports.judged(tmp_path, target, "c1") == {}
+    del report["date"]
+    reports.last_path(tmp_path, "fake").write_text(json.dumps(report), encoding="utf-8")
+    assert reports.judged(tmp_path, target, "c1")[names[0]].date == ""

@@ -90,10 +90,30 @@ def test_the_key_changes_with_the_interpreter_and_its_packages(tmp_path, key_arg
     assert RunCache(tmp_path / "cache", {"tool": "x"}).key(**dict(key_args, python=one)) != before
 
 
-def test_the_environment_of_a_real_interpreter(tmp_path):
+def test_the_environment_is_what_the_probe_says_of_version_prefix_and_packages(tmp_path, python):
     cache = RunCache(tmp_path, {})
-    digest = cache.environment(sys.executable)
-    assert len(digest) == 64 and cache.environment(Path(sys.executable)) == digest
+    digest = cache.environment(python)
+    assert len(digest) == 64 and cache.environment(str(python)) == digest
+    told = RunCache(tmp_path, {})
+    told.remember(python, {"version": "3.11.0", "prefix": str(python.parent), "packages": ["pytest==9.0.0"]})
+    assert told.environment(python) == digest  # the answer verify had already: not asked again
+    other = RunCache(tmp_path, {})
+    other.remember(python, {"version": "3.11.0", "prefix": str(python.parent), "packages": ["pytest==9.0.1"]})
+    assert other.environment(python) != digest
+    more = RunCache(tmp_path, {})
+    more.remember(python, {"version": "3.11.0", "prefix": str(python.parent), "packages": ["pytest==9.0.0"], "x": 1})
+    assert more.environment(python) == digest  # what else the probe tells does not count
+
+
+def test_the_cache_of_verify(tmp_path, python, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    info = {"version": "3.11.0", "prefix": str(python.parent), "packages": ["pytest==9.0.0"], "torch": "2.13.0"}
+    cache = runcache.for_verify(tmp_path, python, info, "cpu")
+    assert cache.folder == tmp_path / "cache" / "verify"
+    assert cache.identity == {"python": str(python), "probe": info, "device": "cpu", "tool": runcache.tool_digest()}
+    assert cache._environments == {str(python): RunCache(tmp_path, {}).environment(python)}
+    gpu = runcache.for_verify(tmp_path, python, info, "cuda")
+    assert gpu.identity == dict(cache.identity, device="cuda", visible_devices="1")
 
 
 def test_an_interpreter_that_cannot_be_asked_gives_no_key(tmp_path, key_args):
@@ -157,13 +177,12 @@ def test_the_oldest_entries_go_first(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["c.json", "c.log", "d.json", "d.log"]
 
 
-def test_file_and_tool_digests(tmp_path, monkeypatch):
+def test_the_tool_digest(tmp_path, monkeypatch):
     package = tmp_path / "pkg"
     (package / "commands").mkdir(parents=True)
     (package / "runcache.py").write_text("A = 1\n", encoding="utf-8")
     (package / "commands" / "x.py").write_text("B = 1\n", encoding="utf-8")
     (package / "notes.txt").write_text("not code\n", encoding="utf-8")
-    assert runcache.file_digest(package / "runcache.py") == runcache.hashlib.sha256(b"A = 1\n").hexdigest()
     monkeypatch.setattr(runcache, "__file__", str(package / "runcache.py"))
     first = runcache.tool_digest()
     assert runcache.tool_digest() == first

@@ -2,7 +2,9 @@
 JUnit file and exits with a given code; the environment it gets; a run stopped at its time limit."""
 
 import os
+import py_compile
 import stat
+from pathlib import Path
 
 import pytest
 from seriestool import runners
@@ -174,3 +176,63 @@ def test_the_tail_of_a_log(tmp_path):
     assert runners._tail(log, lines=3) == "line 97\nline 98\nline 99"
     assert runners._tail(log).splitlines()[0] == "line 60"
     assert runners._tail(tmp_path / "missing") == ""
+
+
+def _pyc(source):
+    return Path(py_compile.compile(str(source), doraise=True))
+
+
+def _tree(repo, files):
+    commit(repo, files)
+    return repo.out("rev-parse", "HEAD^{tree}")
+
+
+def test_bytecode_of_changed_files_is_dropped_even_within_the_same_second(repo):
+    root = repo.path
+    first = _tree(repo, {"core.py": "X = 1 - 1\n", "other.py": "Y = 2\n"})
+    core_pyc, other_pyc = _pyc(root / "core.py"), _pyc(root / "other.py")
+
+    # Nothing recorded yet: every bytecode file in the checkout could be stale, so all of it goes.
+    runners.drop_stale_bytecode(repo, first)
+    assert not core_pyc.exists() and not other_pyc.exists()
+    core_pyc, other_pyc = _pyc(root / "core.py"), _pyc(root / "other.py")
+
+    # Same size and same mtime: Python itself would take the old bytecode for the new source.
+    stamp = os.stat(root / "core.py").st_mtime_ns
+    second = _tree(repo, {"core.py": "X = 1 + 1\n"})
+    os.utime(root / "core.py", ns=(stamp, stamp))
+    runners.drop_stale_bytecode(repo, second)
+    assert not core_pyc.exists() and other_pyc.exists()
+
+    # The same tree again: nothing to drop.
+    core_pyc = _pyc(root / "core.py")
+    runners.drop_stale_bytecode(repo, second)
+    assert core_pyc.exists() and other_pyc.exists()
+
+
+def test_parse_junit_counts_and_the_worst_outcome_of_a_test(tmp_path):
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        "<testsuites><testsuite>"
+        '<testcase classname="t.T" name="a"/>'
+        '<testcase classname="t.T" name="a"><error message="teardown"/></testcase>'
+        '<testcase classname="t.T" name="b"><failure message="AssertionError: no"/></testcase>'
+        '<testcase classname="t.T" name="b"><error message="teardown"/></testcase>'
+        '<testcase classname="t.T" name="c"><skipped/></testcase>'
+        '<testcase classname="t.T" name="c"/>'
+        '<testcase name="collect"><failure message="ImportError: x: y"/></testcase>'
+        "</testsuite></testsuites>",
+        encoding="utf-8",
+    )
+    counts, failing, kinds, outcomes = runners._parse_junit(junit)
+    assert counts == {"passed": 2, "failed": 2, "errors": 2, "skipped": 1}
+    assert failing == ["t.T::a", "t.T::b", "t.T::b", "collect"]
+    assert kinds == ["AssertionError", "ImportError"]
+    # a test that passes and then errors in teardown counts as its worst entry; a failure is not undone
+    assert outcomes == {"t.T::a": "errors", "t.T::b": "failed", "t.T::c": "passed", "collect": "failed"}
+    assert runners._parse_junit(tmp_path / "missing.xml") == (
+        {"passed": 0, "failed": 0, "errors": 0, "skipped": 0},
+        [],
+        [],
+        {},
+    )

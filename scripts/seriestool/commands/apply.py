@@ -1,8 +1,12 @@
 """`apply`: put the series onto a user's clone on a new branch, all or nothing."""
 
+import argparse
+
 from ..am import am_failure, check_patches
 from ..clone import open_clean_clone
+from ..context import Context
 from ..errors import SeriesError
+from ..git import Repo
 from ..placement import landed
 
 
@@ -24,17 +28,17 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", required=True, metavar="PATH", help="the clone (clean work tree)")
     p.add_argument("--branch", metavar="NAME", help="new branch (default: series/<target>)")
     p.add_argument("--target", help="target in the manifest (default: the first)")
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     check_patches(target)
     repo = open_clean_clone(args.repo, NAME)
-    head = repo.head()
+    head = repo.out("rev-parse", "HEAD")
     if not target.patches:
         ctx.out(f"no patches for {target.name}: nothing to apply")
         return 0
@@ -51,7 +55,7 @@ def run(args, ctx):
     present = landed(repo, head, target.patch_paths(), ctx.work_dir())
     original = repo.current_branch() or head
     repo.run("checkout", "--quiet", "-b", branch)
-    results = []
+    results: list = []
     failed = None
     try:
         for name in target.patches:
@@ -85,7 +89,7 @@ def run(args, ctx):
     return 0
 
 
-def _rollback(repo, original, branch):
+def _rollback(repo: Repo, original: str, branch: str) -> None:
     if repo.operation_in_progress():
         repo.am_abort()
     repo.run("reset", "--quiet", "--hard", "HEAD", check=False)

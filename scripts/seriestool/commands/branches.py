@@ -7,6 +7,7 @@ it fixed upstream differently. Everything is built in a scratch clone; the clone
 moved at the end, in one ref transaction, so a failure leaves them all as they were.
 """
 
+import argparse
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,10 +15,13 @@ from pathlib import Path
 from .. import prtemplate, reports
 from ..am import check_patches
 from ..clone import committer_identity, open_clean_clone
+from ..context import Context
 from ..errors import SeriesError
 from ..git import GitError, Repo
-from ..placement import landed, place
+from ..manifest import Target
+from ..placement import Placement, landed, place
 from ..preimages import load_preimages
+from ..reports import Judgement
 from ..statuses import BaseStatus, Verdict
 
 
@@ -46,23 +50,23 @@ NEEDS_WORK = True
 REFLOG_MESSAGE = "series.py branches"
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", required=True, metavar="FORK", help="your clone of the upstream repository")
     p.add_argument("--target", help="target in the manifest (default: the first)")
     p.add_argument("--base-ref", metavar="REF", help="the commit the branches start from (default: HEAD)")
 
 
 class _Branch:
-    def __init__(self, patch, branch):
+    def __init__(self, patch: str, branch: str) -> None:
         self.patch, self.branch = patch, branch
-        self.tip = None  # the commit the branch gets, or None when the patch is left out
-        self.holds = []  # the patches it depends on, under it
-        self.without = []  # the patches it depends on that are left out
-        self.status = None  # BaseStatus
+        self.tip: str | None = None  # the commit the branch gets, or None when the patch is left out
+        self.holds: list[str] = []  # the patches it depends on, under it
+        self.without: list[str] = []  # the patches it depends on that are left out
+        self.status: BaseStatus | None = None
         self.why = ""  # why it is left out
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     check_patches(target)
     repo = open_clean_clone(args.repo, NAME)
@@ -96,22 +100,32 @@ def run(args, ctx):
     return 0
 
 
-def _build(ctx, target, repo, base, ref, identity, path, names, judged):
+def _build(
+    ctx: Context,
+    target: Target,
+    repo: Repo,
+    base: str,
+    ref: str,
+    identity: dict[str, str],
+    path: Path,
+    names: dict[str, str],
+    judged: dict[str, Judgement],
+) -> dict[str, _Branch]:
     """Every patch's branch, built in a scratch clone that shares the clone's objects."""
     path.parent.mkdir(parents=True, exist_ok=True)
     Repo(path.parent, isolated=True).run("clone", "--quiet", "--shared", "--no-checkout", str(repo.path), str(path))
     scratch = Repo(path, isolated=True, env=identity)
     present = landed(scratch, base, target.patch_paths(), ctx.work_dir())
-    loaded = []
+    loaded: list[bool] = []
 
-    def preimages():
+    def preimages() -> None:
         if not loaded:
             loaded.append(True)
             problem = load_preimages(scratch, target, ctx.downloads, ctx.log)
             if problem:
                 ctx.log(problem)
 
-    plan = {}
+    plan: dict[str, _Branch] = {}
     for name in target.patches:
         entry = plan[name] = _Branch(name, names[name])
         patch = target.patch_path(name)
@@ -150,15 +164,15 @@ def _build(ctx, target, repo, base, ref, identity, path, names, judged):
     return plan
 
 
-def _files(placed):
+def _files(placed: Placement) -> str:
     return ", ".join(conflict.describe() for conflict in placed.conflicts) or "git am failed"
 
 
-def _check_moves(repo, plan):
+def _check_moves(repo: Repo, plan: dict[str, _Branch]) -> list[tuple[str, str, str | None]]:
     """[(branch, new commit, old commit or None)] to make; bad input when a branch to move is not ours or is
     checked out."""
     checked_out = _checked_out(repo)
-    moves = []
+    moves: list[tuple[str, str, str | None]] = []
     for entry in plan.values():
         if entry.tip is None:
             continue
@@ -182,9 +196,10 @@ def _check_moves(repo, plan):
     return moves
 
 
-def _checked_out(repo):
+def _checked_out(repo: Repo) -> dict[str, str | None]:
     """{branch: work tree} of every work tree of the clone."""
-    found, tree = {}, None
+    found: dict[str, str | None] = {}
+    tree: str | None = None
     for line in repo.out("worktree", "list", "--porcelain").splitlines():
         if line.startswith("worktree "):
             tree = line.split(" ", 1)[1]
@@ -193,7 +208,7 @@ def _checked_out(repo):
     return found
 
 
-def _publish(repo, scratch_path, moves):
+def _publish(repo: Repo, scratch_path: Path, moves: list[tuple[str, str, str | None]]) -> None:
     """Copy the new commits into the clone, then create or move every branch in one transaction."""
     scratch = Repo(scratch_path, isolated=True)
     refs = []
@@ -219,7 +234,16 @@ def _publish(repo, scratch_path, moves):
         raise SeriesError(f"cannot update the branches in {repo.path} ({why}); no branch was made or moved")
 
 
-def _report(ctx, target, repo, base, ref, plan, moves, judged):
+def _report(
+    ctx: Context,
+    target: Target,
+    repo: Repo,
+    base: str,
+    ref: str,
+    plan: dict[str, _Branch],
+    moves: list[tuple[str, str, str | None]],
+    judged: dict[str, Judgement],
+) -> None:
     moved = {branch: old for branch, _, old in moves}
     made = [entry for entry in plan.values() if entry.tip is not None]
     ctx.out(

@@ -1,5 +1,6 @@
 """`bundle`: one archive that runs the series' checks on a GPU machine without network."""
 
+import argparse
 import os
 import tempfile
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 from .. import bundle as bundle_mod
 from .. import pyenv
 from ..am import check_patches
+from ..context import Context
 from ..errors import SeriesError
 
 
@@ -36,14 +38,14 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="FILE", help="the archive to write (.tar.gz or .tgz)")
     p.add_argument(
         "--python", metavar="PATH", help="take the pure-Python packages from this interpreter instead of the venv"
     )
 
 
-def check_out(out):
+def check_out(out: Path) -> None:
     """Refuse an output that cannot be written before anything is built: one error line, nothing on disk."""
     if out.is_dir():
         raise SeriesError(f"--out {out} is a folder; name the archive file")
@@ -60,11 +62,11 @@ def check_out(out):
         raise SeriesError(f"--out {out}: cannot write in {out.parent} ({exc.strerror or exc})") from None
 
 
-def _size(count):
+def _size(count: int) -> str:
     return f"{count / 1e6:.1f} MB" if count >= 100_000 else f"{count / 1e3:.0f} kB"
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     out = Path(args.out).expanduser().resolve()
     check_out(out)
     targets = ctx.manifest.select()
@@ -76,7 +78,7 @@ def run(args, ctx):
     files, bundle = bundle_mod.build(ctx, targets, python)
     size, contents = bundle_mod.write(out, files, bundle)
 
-    tops = {}
+    tops: dict = {}
     for rel, (blob, _) in contents.items():
         top = rel.split("/", 1)[0] if "/" in rel else rel
         count, total = tops.get(top, (0, 0))

@@ -1,16 +1,20 @@
 """`checkout`: a git work tree of the base with the series applied, one commit per patch."""
 
+import argparse
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import base as base_mod
 from .. import reports
 from ..am import am_series, check_patches
+from ..context import Context
 from ..errors import SeriesError
 from ..git import Repo
+from ..manifest import Target
 from ..placement import Placement, landed, place
 from ..preimages import load_preimages
 from ..statuses import BaseStatus
@@ -37,7 +41,7 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target in the manifest (default: the first)")
     p.add_argument("--dir", help="destination (default: <work>/checkouts/<target>)")
     p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR (a clone's HEAD) or git:URL@REF")
@@ -49,14 +53,14 @@ def add_arguments(p):
     )
 
 
-def check_destination(dest, replace):
+def check_destination(dest: Path, replace: bool) -> None:
     if dest.exists() and not dest.is_dir():
         raise SeriesError(f"{dest} exists and is not a folder")
     if dest.is_dir() and any(dest.iterdir()) and not replace:
         raise SeriesError(f"{dest} exists and is not empty; pass --replace to rebuild it")
 
 
-def clean_leftovers(dest, log):
+def clean_leftovers(dest: Path, log: Callable[[str], None]) -> None:
     """Remove what an interrupted run left beside `dest`: its staging folder `.<name>.XXXXXXXX` and the old
     checkout moved aside by --replace, `.<name>.old.XXXXXXXX`. An old checkout whose replacement never
     arrived (interrupted between the two renames) is put back instead."""
@@ -76,10 +80,10 @@ def clean_leftovers(dest, log):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     check_patches(target)
-    spec = base_mod.parse_spec(args.base)
+    spec = base_mod.parse_spec(args.base, target)
     base_mod.check_spec(spec)
     dest = Path(args.dir).resolve() if args.dir else ctx.checkout_dir(target)
     clean_leftovers(dest, ctx.log)
@@ -92,7 +96,8 @@ def run(args, ctx):
         base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
         repo = Repo(repo_dir, isolated=True)
         repo.run("config", "series.base", args.base or "sdist")
-        names, left_out = list(target.patches), []
+        names: list[str] = list(target.patches)
+        left_out: list[tuple[str, str]] = []
         if spec.kind != "sdist" and target.patches:
             names, left_out, failed, files = place_as_verify(ctx, target, repo, base, keep=args.stop_at_conflict)
             for name, why in left_out:
@@ -158,7 +163,9 @@ def run(args, ctx):
     return 0
 
 
-def place_as_verify(ctx, target, repo, base, *, keep):
+def place_as_verify(
+    ctx: Context, target: Target, repo: Repo, base: str, *, keep: bool
+) -> tuple[list[str], list[tuple[str, str]], str | None, list[str] | None]:
     """Put the patches on a base other than the pinned sdist one by one, the way `verify` judges them
     (placement.py): a patch the base already holds is left out, one that applies goes in (with a 3-way merge
     where needed), and one that conflicts is left out when the last `verify` on this base found that upstream
@@ -168,16 +175,17 @@ def place_as_verify(ctx, target, repo, base, *, keep):
     Returns (the patches that went in, [(patch, why)] left out, the patch that failed or None, its files)."""
     judged = reports.judged(ctx.work, target, base)
     present = landed(repo, base, target.patch_paths(), ctx.work_dir())
-    loaded = []
+    loaded: list[bool] = []
 
-    def preimages():
+    def preimages() -> None:
         if not loaded:
             loaded.append(True)
             problem = load_preimages(repo, target, ctx.downloads, ctx.log)
             if problem:
                 ctx.log(problem)
 
-    went_in, left_out = [], []
+    went_in: list[str] = []
+    left_out: list[tuple[str, str]] = []
     for index, name in enumerate(target.patches):
         patch = target.patch_path(name)
         placed = (
@@ -193,7 +201,7 @@ def place_as_verify(ctx, target, repo, base, *, keep):
         if verdict is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
             left_out.append((name, f"fixed upstream differently, as the verify of {verdict.date} found"))
             continue
-        files = [conflict.file for conflict in placed.conflicts]
+        files: list[str] | None = [conflict.file for conflict in placed.conflicts]
         if keep:
             preimages()
             rest = [later for later in target.patches[index:] if target.patch_path(later) not in present]

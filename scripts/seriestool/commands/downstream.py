@@ -1,16 +1,19 @@
 """`downstream`: run real TRL, sentence-transformers, setfit and PEFT trainers on the release and along the series."""
 
+import argparse
 import datetime
 import fnmatch
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from .. import downstream, pyenv
-from ..archive import sha256_file
 from ..benchmark import loadavg
+from ..context import Context
+from ..digests import sha256_file
 from ..errors import SeriesError
-from ..manifest import find_patch
+from ..manifest import Target, find_patch
 from ..runcache import RunCache
 
 
@@ -44,7 +47,7 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="whose series (default: the first target, transformers)")
     p.add_argument("--patch", metavar="NNNN", help="the series only up to this patch (number or file name)")
     p.add_argument(
@@ -58,7 +61,7 @@ def add_arguments(p):
     p.add_argument("--python", metavar="PATH", help="use this interpreter (with torch) instead of the pinned venv")
 
 
-def _check_args(args, ctx):
+def _check_args(args: argparse.Namespace, ctx: Context) -> tuple[Target, str | None]:
     target = ctx.manifest.default_target(args.target)
     if not target.patches:
         raise SeriesError(f"{target.name} has no patches: nothing to compare with its release")
@@ -74,7 +77,7 @@ def _check_args(args, ctx):
     return target, through
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
     target, through = _check_args(args, ctx)
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
@@ -94,9 +97,9 @@ def run(args, ctx):
         cache = RunCache(ctx.work / "cache" / "downstream", downstream.identity(python, install))
     names = [spec["name"] for spec in catalogue]
     specs = {spec["name"]: spec for spec in catalogue}
-    printed = set()
+    printed: set[str] = set()
 
-    def show(point, name):
+    def show(point: downstream.Point, name: str) -> None:
         # one line per scenario, once the release and the whole series have both run
         release, last = runner.get(points[0], name), runner.get(points[-1], name)
         if name not in printed and release is not None and last is not None:
@@ -122,7 +125,7 @@ def run(args, ctx):
     failures += downstream.release_failures(runner, points, names)
     ok = not undeclared and not failures
     duration = round(time.monotonic() - started, 1)
-    report = {
+    report: dict[str, Any] = {
         "schema_version": downstream.SCHEMA_VERSION,
         "ok": ok,
         "target": target.name,
@@ -139,7 +142,9 @@ def run(args, ctx):
                 "label": p.label,
                 "patch": p.patch,
                 "target": p.target,
-                "sha256": sha256_file(ctx.manifest.target(p.target).patch_path(p.patch)) if p.patch else None,
+                "sha256": sha256_file(ctx.manifest.target(p.target).patch_path(p.patch))
+                if p.patch and p.target
+                else None,
             }
             for p in points
         ],

@@ -1,11 +1,13 @@
 """`export`: regenerate a target's patch files and manifest list from a checkout's commits."""
 
+import argparse
 import shutil
 import tempfile
 from pathlib import Path
 
 from .. import manifest as manifest_mod
 from ..base import BASE_TAG
+from ..context import Context
 from ..errors import SeriesError
 from ..git import Repo
 
@@ -28,12 +30,12 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target (default: the one the checkout was made for, else the first)")
     p.add_argument("--dir", help="the checkout (default: <work>/checkouts/<target>)")
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     dest = Path(args.dir).resolve() if args.dir else None
     if dest is not None and args.target is None and Repo(dest).is_work_tree():
         recorded = Repo(dest).config("series.target")
@@ -56,7 +58,7 @@ def run(args, ctx):
     dirty = [line for line in repo.status() if not line.startswith("??")]
     if dirty:
         raise SeriesError(f"{dest} has uncommitted changes ({dirty[0][3:]}); commit them first")
-    head = repo.head()
+    head = repo.out("rev-parse", "HEAD")
     if not repo.is_ancestor(base, head):
         raise SeriesError(f"HEAD of {dest} does not descend from {BASE_TAG}")
     commits = repo.commits(f"{BASE_TAG}..HEAD")
@@ -89,11 +91,11 @@ def run(args, ctx):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     listed = manifest_mod.rewrite_patch_list(ctx.manifest, target.name, names)
-    stale = sorted({n for key, needs in target.depends.items() for n in [key, *needs] if n not in names})
-    if stale:
+    gone = sorted({n for key, needs in target.depends.items() for n in [key, *needs] if n not in names})
+    if gone:
         ctx.log(
             f"warning: [targets.{target.name}.depends] in {ctx.manifest.path.name} names patches export no longer "
-            f"produced ({', '.join(stale)}): rename them there by hand (the manifest does not load until then)"
+            f"produced ({', '.join(gone)}): rename them there by hand (the manifest does not load until then)"
         )
     ctx.out(
         f"exported {len(names)} patch(es) of {target.name} to {out_dir}: {changed} written, "

@@ -12,14 +12,20 @@ so a body submitted unedited shows no text in anyone's name.
 Another section of notes is one call in `render`: `notes.add(heading, lines)`.
 """
 
+import argparse
 import re
 import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 from .. import base as base_mod
 from .. import downstream, patchfile, prtemplate, reports
 from ..am import check_patch
-from ..archive import sha256_file
-from ..manifest import find_patch
+from ..context import Context
+from ..digests import sha256_file
+from ..manifest import Target, find_patch
+from ..patchfile import PatchFile
 from ..results import is_test_file
 from ..statuses import Verdict
 
@@ -46,7 +52,7 @@ NEEDS_GIT = True
 NEEDS_WORK = False
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", metavar="NAME", help="the patch: its number (0001), file name, or name without .patch")
     p.add_argument("--target", help="target in the manifest (default: the first)")
 
@@ -63,30 +69,30 @@ FAILING_SHOWN = 6
 NOTES_WIDTH = 110
 
 
-def github_repo(url):
+def github_repo(url: str) -> str | None:
     """`owner/name` of a GitHub URL, or None."""
     return prtemplate.github_repo(url)
 
 
-def fixes(body):
+def fixes(body: str) -> list[str]:
     """The references the message says it fixes (`Fixes #N`, also mid-sentence), in order, without repeats."""
-    found = []
+    found: list[str] = []
     for ref in FIXES.findall(body):
         if ref not in found:
             found.append(ref)
     return found
 
 
-def threads(body):
+def threads(body: str) -> list[str]:
     """Every issue or PR reference (`#N`, `owner/name#N`, `name#N`) the message names, in order."""
-    found = []
+    found: list[str] = []
     for ref in THREAD.findall(body):
         if ref not in found:
             found.append(ref)
     return found
 
 
-def link_refs(text, links):
+def link_refs(text: str, links: dict[str, str]) -> str:
     """`accelerate#4242` -> `huggingface/accelerate#4242`, so that it links from another repository's PR;
     `links` maps short repository names to `owner/name`."""
     for short, full in links.items():
@@ -94,16 +100,16 @@ def link_refs(text, links):
     return text
 
 
-def paragraphs(body):
+def paragraphs(body: str) -> list[str]:
     return [block.strip("\n") for block in re.split(r"\n[ \t]*\n", body.strip("\n")) if block.strip()]
 
 
-def measured(body):
+def measured(body: str) -> list[str]:
     """The paragraphs of the message with its measurement: those that say `Measured`, else those with a
     before/after; an indented block (a table) right after one of them comes with it."""
     blocks = paragraphs(body)
     for pattern in (MEASURED, BEFORE_AFTER):
-        picked = []
+        picked: list[str] = []
         for index, block in enumerate(blocks):
             if pattern.search(block):
                 picked.append(block)
@@ -115,11 +121,11 @@ def measured(body):
     return []
 
 
-def behaviour_change(body):
+def behaviour_change(body: str) -> list[str]:
     return [block for block in paragraphs(body) if block.startswith(("Behaviour change:", "Behavior change:"))]
 
 
-def diffstat(patch):
+def diffstat(patch: PatchFile) -> list[str]:
     """One line per file: path (new/deleted), lines added and removed."""
     rows = []
     for diff in patch.files:
@@ -131,10 +137,10 @@ def diffstat(patch):
     return [f"{path:<{width}}  {counts}" for path, counts in rows]
 
 
-def _base_phrase(target, report_target):
+def _base_phrase(target: Target, report_target: dict[str, Any]) -> str:
     base = report_target["base"]
     commit = (base.get("commit") or "")[:12]
-    spec = base_mod.parse_spec(None if base["spec"] == "sdist" else base["spec"])
+    spec = base_mod.parse_spec(base["spec"], target)
     if spec.kind == "sdist":
         return f"the {target.package} {report_target['version']} release"
     if spec.kind == "git":
@@ -143,11 +149,11 @@ def _base_phrase(target, report_target):
     return f"commit {commit}"
 
 
-def _count(number, word):
+def _count(number: int, word: str) -> str:
     return f"{number} {word}{'' if number == 1 else 's'}"
 
 
-def verify_result(ctx, target, name, patch_path):
+def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> tuple[list[str], bool]:
     """(lines for the notes, whether the last verify passed the patch); a note on stderr when it did not."""
     report = reports.load_last(ctx.work, target.name)
     entry = next((p for p in (report or {}).get("patches", []) if p["name"] == name), None)
@@ -188,16 +194,16 @@ def verify_result(ctx, target, name, patch_path):
 class Notes:
     """The notes for the submitter: headed sections of plain lines, shown in one HTML comment."""
 
-    def __init__(self):
-        self.sections = []
+    def __init__(self) -> None:
+        self.sections: list[tuple[str, list[str]]] = []
 
-    def add(self, heading, lines):
+    def add(self, heading: str, lines: Iterable[str]) -> None:
         """Append a section (nothing when `lines` is empty)."""
         lines = [line.rstrip() for line in lines]
         if any(lines):
             self.sections.append((heading, lines))
 
-    def comment(self, intro):
+    def comment(self, intro: Iterable[str]) -> str:
         """The notes as one HTML comment, `intro` first; nothing inside can end the comment early."""
         lines = list(intro)
         for heading, body in self.sections:
@@ -206,20 +212,20 @@ class Notes:
         return "\n".join(["<!--", *safe, "-->"])
 
 
-def _blocks(blocks):
+def _blocks(blocks: Iterable[str]) -> list[str]:
     """Paragraphs as lines, a blank line between two."""
-    lines = []
+    lines: list[str] = []
     for block in blocks:
         lines += ([""] if lines else []) + block.splitlines()
     return lines
 
 
-def render(ctx, target, name):
+def render(ctx: Context, target: Target, name: str) -> str:
     path = target.patch_path(name)
     check_patch(target, name)  # a truncated or garbage file is bad input, not an empty PR
     patch = patchfile.read(path)
     template = prtemplate.for_target(target)
-    links = {}
+    links: dict[str, str] = {}
     for other in ctx.manifest.targets.values():
         full = github_repo(other.git_url)
         if full and other.name != target.name:
@@ -227,9 +233,7 @@ def render(ctx, target, name):
     body = link_refs(patch.body, links)
     fixed = fixes(body)
     branches = prtemplate.branches_of(target)
-    tests = [
-        f.path for f in patch.files if f.status == "A" and f.path.startswith(target.tests) and is_test_file(f.path)
-    ]
+    tests = [path for path in patch.added(target.tests) if is_test_file(path)]
 
     notes = Notes()
     notes.add("What the patch changes (lines added and removed per file)", diffstat(patch))
@@ -313,7 +317,7 @@ def render(ctx, target, name):
     return "\n".join(out).rstrip("\n")
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     name = find_patch(target, args.name)
     ctx.out(render(ctx, target, name))

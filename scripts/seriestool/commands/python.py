@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 from .. import pyenv
+from ..context import Context
 from ..errors import SeriesError
 
 
@@ -26,7 +27,7 @@ NEEDS_GIT = False
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target (default: the first)")
     p.add_argument("--dir", help="the checkout (default: <work>/checkouts/<target>)")
     p.add_argument(
@@ -41,7 +42,7 @@ def add_arguments(p):
     p.add_argument("python_args", nargs=argparse.REMAINDER, help="passed to python (e.g. a script and its args)")
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     dirs = [Path(args.dir).resolve() if args.dir else ctx.checkout_dir(target)]
     dirs += [ctx.checkout_dir(ctx.manifest.target(name)) for name in args.with_targets]

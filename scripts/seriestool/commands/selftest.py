@@ -5,6 +5,7 @@ import subprocess
 from pathlib import Path
 
 from .. import pyenv
+from ..context import Context
 from ..errors import SeriesError
 
 
@@ -26,11 +27,11 @@ NEEDS_GIT = False
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest")
 
 
-def pytest_command(python, repo_root, pytest_args, cwd):
+def pytest_command(python: str | Path, repo_root: str | Path, pytest_args: list[str], cwd: str | Path) -> list[str]:
     """The pytest command line: the whole of tests/ unless the arguments name some of its tests (a file, folder
     or node id below tests/, relative to `cwd`); those are made absolute, since pytest runs from the repository
     root."""
@@ -47,7 +48,7 @@ def pytest_command(python, repo_root, pytest_args, cwd):
     return cmd + ([] if named else [str(Path(repo_root) / "tests")]) + extra
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     python = pyenv.ensure_venv(ctx.work, ctx.requirements, log=ctx.log)
     cmd = pytest_command(python, ctx.repo_root, args.pytest_args, Path.cwd())
     code = subprocess.run(cmd, cwd=ctx.repo_root, stdin=subprocess.DEVNULL).returncode

@@ -1,23 +1,18 @@
 """`verify`: prove every patch applies, is red without its fix, green with it, and style-clean."""
 
 import argparse
-import datetime
 import json
 import os
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from .. import base as base_mod
-from .. import pyenv, regression, render, reports
+from .. import pyenv, render, reports, runcache
 from ..am import check_patches
+from ..context import Context
 from ..errors import SeriesError
-from ..manifest import find_patch
-from ..results import SCHEMA_VERSION, PytestRun
-from ..runcache import RunCache, tool_digest
-from ..scratch import prepare_scratch
-from ..statuses import RunStatus, Verdict
-from ..verification import run_detail, verify_target, verify_with_companions
+from ..manifest import Target, find_patch
+from ..verification import Runs, console_lines, report, verify_all
 
 
 NAME = "verify"
@@ -47,7 +42,7 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="only this target (default: all)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu hides GPUs; cuda needs CUDA torch")
     p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR or git:URL@REF; needs --target")
@@ -83,7 +78,7 @@ def add_arguments(p):
     )
 
 
-def positive_seconds(text):
+def positive_seconds(text: str) -> int:
     """--test-timeout: a whole number of seconds above 0 (a negative or zero limit would fail every run)."""
     try:
         value = int(text)
@@ -94,7 +89,7 @@ def positive_seconds(text):
     return value
 
 
-def check_writable(path, option):
+def check_writable(path: str | Path, option: str) -> None:
     """Bad input, before the run, when the report file `path` cannot be written: a run of many minutes must not
     end in an error. An existing file is opened for appending (its content is not changed); a new one is made and
     removed again."""
@@ -112,11 +107,7 @@ def check_writable(path, option):
         raise SeriesError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
-def _count(number, word, plural=None):
-    return f"{number} {word if number == 1 else plural or word + 's'}"
-
-
-def _repeat(value):
+def _repeat(value: str) -> int:
     """--repeat N: a whole number of runs, at least 1 (argparse turns the error into one line, exit 2)."""
     try:
         number = int(value)
@@ -127,7 +118,7 @@ def _repeat(value):
     return number
 
 
-def resolve_patch(targets, wanted, *, explicit):
+def resolve_patch(targets: list[Target], wanted: str, *, explicit: bool) -> str:
     """The patch file `wanted` names (number, file name or name without .patch) among `targets`. A number that
     several targets have is an error without --target: picking one would check the other target's patch."""
     found = []
@@ -145,12 +136,37 @@ def resolve_patch(targets, wanted, *, explicit):
     return found[0][1]
 
 
-def run(args, ctx):
+def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
+    targets, spec, only, upstream = _read_input(args, ctx)
+    python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
+    info = pyenv.probe(python, device=args.device)
+    cache = None if args.no_cache else runcache.for_verify(ctx.work, python, info, args.device)
+    runs = Runs(python=python, device=args.device, timeout=args.test_timeout, cache=cache, repeat=args.repeat)
+    found = verify_all(ctx, targets, spec, runs, spec_text=args.base or "sdist", only=only, upstream=upstream)
+    duration = round(time.monotonic() - started, 2)
+    for line in console_lines(found, only=only, duration=duration, logs=ctx.work / "logs" / "verify"):
+        ctx.out(line)
+    data = report(found, runs, info, duration)
+    if args.json:
+        Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if args.junit:
+        render.write_junit(args.junit, found.results, duration)
+    reports.save_last(ctx.work, data)
+    if args.summary:
+        render.append_markdown(args.summary, data)
+    return 0 if found.ok else 1
+
+
+def _read_input(
+    args: argparse.Namespace, ctx: Context
+) -> tuple[list[Target], base_mod.BaseSpec, set[str] | None, tuple[Target, str] | None]:
+    """Everything `run` needs from the arguments, checked before any work (bad input: one error line): the targets,
+    the base, the patches to check (None: all) and the target and spec of --upstream-tests (or None)."""
     targets = ctx.manifest.select(args.target)
     if args.base and len(targets) > 1:
         raise SeriesError("--base names one target's base; add --target")
-    spec = base_mod.parse_spec(args.base)
+    spec = base_mod.parse_spec(args.base, targets[0]) if args.base else base_mod.SDIST
     base_mod.check_spec(spec)
     for option, path in (("--json", args.json), ("--junit", args.junit), ("--summary", args.summary)):
         if path:
@@ -160,8 +176,7 @@ def run(args, ctx):
     only = None
     if args.patch:
         only = {resolve_patch(targets, wanted, explicit=args.target is not None) for wanted in args.patch}
-
-    regression_target = None
+    upstream = None
     if args.upstream_tests:
         listing = [target for target in targets if target.upstream_tests]
         if not listing:
@@ -169,139 +184,6 @@ def run(args, ctx):
             raise SeriesError(f"--upstream-tests: {named} lists no upstream_tests in {ctx.manifest.path.name}")
         if len(listing) > 1:
             raise SeriesError("--upstream-tests names one target's tests; add --target")
-        regression_target = listing[0]
-        regression.parse_spec(args.upstream_tests, regression_target)
-
-    python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
-    info = pyenv.probe(python)
-    if args.device == "cuda" and not info.get("cuda"):
-        torch = info.get("torch") or "missing"
-        raise SeriesError(f"--device cuda needs a CUDA build of torch, but {python} has torch {torch} without CUDA")
-    cache = None
-    if not args.no_cache:
-        identity = {"python": str(python), "probe": info, "device": args.device, "tool": tool_digest()}
-        if args.device == "cuda":
-            identity["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
-        cache = RunCache(ctx.work / "cache" / "verify", identity)
-
-    results, target_reports, scratch, tops = [], [], {}, {}
-    for target in targets:
-        repo, base = prepare_scratch(ctx, target, spec)
-        scratch[target.name] = (repo, base)
-        notes = []
-        target_reports.append(
-            {
-                "name": target.name,
-                "version": target.version,
-                "base": {"spec": args.base or "sdist", "describe": spec.describe(target), "commit": base},
-                "patches": len(target.patches),
-                "notes": notes,
-            }
-        )
-        if not target.patches:
-            ctx.out(f"no patches for {target.name}: nothing to verify")
-            continue
-        results += verify_target(
-            ctx,
-            target,
-            repo,
-            base,
-            python=python,
-            device=args.device,
-            only=only,
-            timeout=args.test_timeout,
-            spec=spec,
-            notes=notes,
-            cache=cache,
-            repeat=args.repeat,
-        )
-        tops[target.name] = repo.head()
-    companions = []
-    if only is None:
-        for target in targets:
-            companion = verify_with_companions(
-                ctx,
-                target,
-                results,
-                scratch,
-                python=python,
-                device=args.device,
-                timeout=args.test_timeout,
-                cache=cache,
-                repeat=args.repeat,
-            )
-            if companion is not None:
-                companions.append(companion)
-    upstream_tests = []
-    if regression_target is not None:
-        repo, base = scratch[regression_target.name]
-        upstream_tests.append(
-            regression.run(
-                ctx,
-                regression_target,
-                repo,
-                {"base": base, "series": tops.get(regression_target.name, base)},
-                args.upstream_tests,
-                python=python,
-                device=args.device,
-                timeout=args.test_timeout,
-            )
-        )
-    # Conflicts and failed checks need a maintainer; a patch already upstream is only news.
-    ok = all(Verdict(res.verdict).passed for res in results)
-    ok = ok and all(companion["green"] for companion in companions)
-    ok = ok and all(part["ok"] for part in upstream_tests)
-    duration = round(time.monotonic() - started, 2)
-    if results:
-        patches = [res.to_json() for res in results]
-        ctx.out(render.table(patches))
-        for line in render.problem_lines(patches):
-            ctx.out(line)
-    for companion in companions:
-        run = companion["run"]
-        verdict = "ok" if companion["green"] else f"FAIL ({run['status']})"
-        if run["status"] == RunStatus.FLAKY:
-            verdict = f"FLAKY{run_detail(PytestRun(**run))}"
-        counts = f"{run['passed']} passed, {run['skipped']} skipped, {run['failed']} failed"
-        if run["runs"] > 1:
-            counts += f" ({run['run_statuses'].count(RunStatus.GREEN)} of {run['runs']} runs green)"
-        ctx.out(f"{companion['label']}: {verdict}, {counts}")
-    for part in upstream_tests:
-        for line in regression.lines(part):
-            ctx.out(line)
-    logs = ctx.work / "logs" / "verify"
-    runs = [asdict(run) for res in results for run in (res.red, res.green) if run and run.exit_code is not None]
-    runs += [companion["run"] for companion in companions]
-    reused = sum(run["cached"] for run in runs)
-    if reused:
-        total = sum(run["runs"] for run in runs)  # a repeated stage is `runs` pytest runs, never reused
-        ctx.out(f"{reused} of {total} pytest runs: outcome of an identical earlier run (--no-cache to run them)")
-    counted = _count(len(results), "patch", "patches")
-    if only is not None:
-        checked = sum(1 for res in results if res.name in only)
-        counted = _count(checked, "patch", "patches")
-        if len(results) > checked:
-            counted += f", {len(results) - checked} more not checked (--patch)"
-    ctx.out(f"verify: {'OK' if ok else 'FAILED'} ({counted}, {duration:.1f}s, logs in {logs})")
-    report = {
-        "schema_version": SCHEMA_VERSION,
-        "ok": ok,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "device": args.device,
-        "repeat": args.repeat,
-        "python": str(python),
-        "tools": {key: info.get(key) for key in ("python", "pytest", "ruff", "torch", "cuda")},
-        "targets": target_reports,
-        "patches": [res.to_json() for res in results],
-        "companions": companions,
-        "upstream_tests": upstream_tests,
-        "duration_s": duration,
-    }
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    if args.junit:
-        render.write_junit(args.junit, results, duration)
-    reports.save_last(ctx.work, report)
-    if args.summary:
-        render.append_markdown(args.summary, report)
-    return 0 if ok else 1
+        base_mod.parse_spec(args.upstream_tests, listing[0], option="--upstream-tests")
+        upstream = (listing[0], args.upstream_tests)
+    return targets, spec, only, upstream

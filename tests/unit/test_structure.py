@@ -5,13 +5,10 @@ and there is no import cycle. Every command module has its arguments, long help 
 """
 
 import ast
-import sys
-
-from seriesfixtures import REPO_ROOT
+from pathlib import Path
 
 
-PACKAGE = REPO_ROOT / "scripts" / "seriestool"
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
+PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "seriestool"
 
 
 def _module_name(path):

@@ -1,0 +1,108 @@
+"""pyenv.py without building a venv: the one interpreter probe, its checks, the venv key and pip's error line."""
+
+import json
+import stat
+import sys
+
+import pytest
+from seriestool import pyenv
+from seriestool.errors import SeriesError
+
+
+def _python(tmp_path, script, name="python"):
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\n{script}\n", encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def _answering(tmp_path, **info):
+    answer = {"python": "3.11.4", "pytest": "9.2.0", "ruff": pyenv.RUFF_VERSION, "torch": "2.13.0", "cuda": False}
+    answer.update(info)
+    return _python(tmp_path, f"echo 'noise'\necho '{json.dumps(answer)}'")
+
+
+def test_describe_a_real_interpreter():
+    info = pyenv.describe(sys.executable)
+    assert info["python"] == sys.version.split()[0] and info["version"] == sys.version
+    assert info["prefix"] == sys.prefix and len(info["packages"]) == 64
+    assert set(info) >= {"pytest", "torch", "cuda", "ruff"}
+
+
+def test_describe_reads_the_last_line(tmp_path):
+    assert pyenv.describe(_answering(tmp_path, torch=None))["torch"] is None
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("echo 'boom' >&2\nexit 3", "cannot probe {python}: boom"),
+        ("exit 3", "cannot probe {python}: no output"),
+        ("exit 0", "cannot probe {python}: no answer"),
+        ("echo '[1, 2]'", "cannot probe {python}: no answer"),
+        ("echo '{'", "cannot probe {python}: no answer"),
+    ],
+)
+def test_an_interpreter_that_cannot_be_asked(tmp_path, script, message):
+    python = _python(tmp_path, script)
+    with pytest.raises(SeriesError) as info:
+        pyenv.describe(python)
+    assert str(info.value) == message.format(python=python)
+
+
+def test_describe_a_missing_interpreter(tmp_path):
+    with pytest.raises(SeriesError) as info:
+        pyenv.describe(tmp_path / "missing")
+    assert str(info.value).startswith(f"cannot run {tmp_path / 'missing'}: ")
+
+
+def test_probe_checks_pytest_ruff_and_cuda(tmp_path):
+    assert pyenv.probe(_answering(tmp_path))["torch"] == "2.13.0"
+    cases = [
+        ({"pytest": None}, "cuda", "{python} has no pytest; use the tool's own environment (omit --python)"),
+        ({"ruff": None}, "cpu", f"{{python}} needs ruff=={pyenv.RUFF_VERSION} (found none)"),
+        ({"ruff": "0.1.0"}, "cpu", f"{{python}} needs ruff=={pyenv.RUFF_VERSION} (found 0.1.0)"),
+        ({}, "cuda", "--device cuda needs a CUDA build of torch, but {python} has torch 2.13.0 without CUDA"),
+        ({"torch": None, "cuda": None}, "cuda", "--device cuda needs a CUDA build of torch, but {python} has torch "
+         "missing without CUDA"),
+    ]  # fmt: skip
+    for number, (info, device, message) in enumerate(cases):
+        (tmp_path / str(number)).mkdir()
+        python = _answering(tmp_path / str(number), **info)
+        with pytest.raises(SeriesError) as raised:
+            pyenv.probe(python, device=device)
+        assert str(raised.value) == message.format(python=python)
+    (tmp_path / "gpu").mkdir()
+    assert pyenv.probe(_answering(tmp_path / "gpu", cuda=True), device="cuda")["cuda"] is True
+
+
+def test_venv_key_and_pinned_count(tmp_path, monkeypatch):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# pins\npytest==9.2.0\nrich[jupyter] == 15.0\n-e .\nruff>=1\n", encoding="utf-8")
+    assert pyenv.pinned_count(requirements) == 2
+    key = pyenv.venv_key(requirements)
+    assert len(key) == 16 and int(key, 16) >= 0 and pyenv.venv_key(str(requirements)) == key
+    monkeypatch.setattr(pyenv.platform, "python_version", lambda: "3.99.0")
+    assert pyenv.venv_key(requirements) != key  # another Python, another venv
+    monkeypatch.undo()
+    requirements.write_text("pytest==9.2.1\n", encoding="utf-8")
+    assert pyenv.venv_key(requirements) != key
+    assert pyenv.venv_python(tmp_path / "v") == tmp_path / "v" / "bin" / "python"
+
+
+def test_pip_error_line(tmp_path):
+    log = tmp_path / "pip.log"
+    assert pyenv._pip_error(log) == "no log"
+    log.write_text("Collecting x\n  \nERROR: no such version\nERROR: second\ntail\n", encoding="utf-8")
+    assert pyenv._pip_error(log) == "ERROR: no such version"
+    log.write_text("Collecting x\nlast words\n\n", encoding="utf-8")
+    assert pyenv._pip_error(log) == "last words"
+    log.write_text("\n", encoding="utf-8")
+    assert pyenv._pip_error(log) == "no output"
+
+
+def test_interpreter_given(tmp_path):
+    assert pyenv.interpreter(tmp_path, tmp_path / "r.txt", sys.executable) == type(tmp_path)(sys.executable)
+    with pytest.raises(SeriesError) as info:
+        pyenv.interpreter(tmp_path, tmp_path / "r.txt", str(tmp_path / "nope"))
+    assert str(info.value) == f"--python {tmp_path / 'nope'} does not exist"

@@ -1,0 +1,192 @@
+"""upstream_tests.py: where upstream's tests come from, what it reads from a JUnit file and what it prints."""
+
+from types import SimpleNamespace
+
+import pytest
+from seriestool import upstream_tests
+from seriestool.errors import SeriesError
+from seriestool.git import Repo
+from seriestool.results import PytestRun, Regression, UpstreamRun, UpstreamTestsResult
+from seriestool.statuses import RunStatus
+
+from .conftest import commit
+
+
+TARGET = SimpleNamespace(package="fakepkg", version="1.2", sha256="ab" * 32)
+
+
+@pytest.fixture
+def upstream(tmp_path):
+    """A repository whose default branch `main` holds tests/a.py and whose tag v1.2 holds tests/b.py."""
+    repo = Repo.init(tmp_path / "upstream")
+    repo.run("checkout", "--quiet", "-b", "main")
+    commit(repo, {"tests/b.py": "B = 1\n", "src/big.py": "# not fetched\n"})
+    repo.run("tag", "v1.2")
+    commit(repo, {"tests/a.py": "A = 1\n", "tests/b.py": None})
+    return repo
+
+
+def _ctx(tmp_path):
+    logged = []
+    return SimpleNamespace(work=tmp_path / "work", log=logged.append, logged=logged)
+
+
+def test_tests_of_a_git_ref_and_of_the_default_branch(tmp_path, upstream):
+    ctx = _ctx(tmp_path)
+    url = upstream.path.as_uri()
+    tagged = upstream_tests.fetch_tests(ctx, f"git:{url}@v{{version}}", TARGET)
+    assert sorted(p.name for p in (tagged / "tests").iterdir()) == ["b.py"]
+    assert not (tagged / "src").exists()  # tests/ only
+    default = upstream_tests.fetch_tests(ctx, f"git:{url}", TARGET)  # no @REF: the remote's HEAD
+    assert sorted(p.name for p in (default / "tests").iterdir()) == ["a.py"]
+    assert tagged != default and tagged.parent == default.parent == ctx.work / "upstream-tests" / "sources"
+    assert ctx.logged == [
+        f"fetching tests/ of {url}@v1.2 (shallow, sparse)",
+        f"fetching tests/ of {url}@HEAD (shallow, sparse)",
+    ]
+    assert [p.name for p in tagged.parent.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+    assert len(tagged.name) == 16 and int(tagged.name, 16) >= 0
+    # The same spec again: fetched afresh into the same folder (a moved branch brings other tests).
+    commit(upstream, {"tests/c.py": "C = 1\n"})
+    again = upstream_tests.fetch_tests(ctx, f"git:{url}", TARGET)
+    assert again == default and sorted(p.name for p in (again / "tests").iterdir()) == ["a.py", "c.py"]
+
+
+def test_tests_from_a_path_or_nowhere(tmp_path, upstream):
+    ctx = _ctx(tmp_path)
+    assert upstream_tests.fetch_tests(ctx, f"path:{upstream.path}", TARGET) == upstream.path
+    with pytest.raises(SeriesError) as info:
+        upstream_tests.fetch_tests(ctx, f"path:{tmp_path}", TARGET)
+    assert str(info.value) == f"--upstream-tests path:{tmp_path}: {tmp_path} has no tests/ folder"
+    with pytest.raises(SeriesError) as info:
+        upstream_tests.fetch_tests(ctx, f"git:{upstream.path.as_uri()}@v9", TARGET)
+    assert str(info.value).startswith(f"cannot fetch tests/ of {upstream.path.as_uri()}@v9: ")
+
+
+JUNIT = """\
+<testsuites><testsuite>
+<testcase classname="tests.test_a.T" name="test_ok"/>
+<testcase classname="tests.test_a.T" name="test_fail"><failure message="x"/></testcase>
+<testcase classname="tests.test_a.T" name="test_error"><error message="x"/></testcase>
+<testcase classname="tests.test_a.T" name="test_both"><failure message="x"/><error message="y"/></testcase>
+<testcase classname="tests.test_a.T" name="test_skip"><skipped message="x"/></testcase>
+<testcase name="collect"><error message="x"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_outcomes_of_a_junit_file(tmp_path):
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT, encoding="utf-8")
+    assert upstream_tests.outcomes(path) == {
+        "tests.test_a.T::test_ok": "passed",
+        "tests.test_a.T::test_fail": "failed",
+        "tests.test_a.T::test_error": "error",
+        "tests.test_a.T::test_both": "error",
+        "tests.test_a.T::test_skip": "skipped",
+        "::collect": "error",
+    }
+    assert upstream_tests.outcomes(tmp_path / "missing.xml") == {}
+    (tmp_path / "bad.xml").write_text("<testsuite", encoding="utf-8")
+    assert upstream_tests.outcomes(tmp_path / "bad.xml") == {}
+
+
+def _state(**counts):
+    fields = {"passed": 0, "failed": 0, "skipped": 0, "error": 0, "total": 0, "exit_code": 0, "timed_out": False}
+    fields.update(duration_s=61.4, log="x.log", run={"status": RunStatus.GREEN, "output_tail": ""})
+    return UpstreamRun(**dict(fields, **counts))
+
+
+def test_what_verify_prints_about_upstream_tests(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = UpstreamTestsResult(
+        target="fake",
+        files=["tests/a.py"],
+        spec="path:up",
+        missing=["tests/b.py", "tests/c.py"],
+        states={"base": _state(passed=3), "series": _state(passed=2, failed=1, timed_out=True)},
+        problems=["p"],
+        regressions=[Regression("t::a", "passed", "failed", str(tmp_path / "logs" / "l.log"))],
+        fixed=["t::b"],
+        ok=False,
+    )
+    assert upstream_tests.lines(result) == [
+        "fake upstream tests (1 file(s) from path:up), base: 3 passed, 0 failed, 0 skipped, 0 error (61s)",
+        "fake upstream tests (1 file(s) from path:up), series: 2 passed, 1 failed, 0 skipped, 0 error (61s), "
+        "TIMED OUT",
+        "  fake upstream tests: p",
+        "  REGRESSION t::a: passed on the base, failed with the series (log logs/l.log)",  # shown relative
+        "  1 test(s) fail on the base and pass with the series",
+        "  note: not in path:up: tests/b.py, tests/c.py",
+        "fake upstream tests: FAIL (1 regression(s))",
+    ]
+    good = UpstreamTestsResult(target="fake", spec="path:up", files=["tests/a.py"], missing=[])
+    assert upstream_tests.lines(good) == ["fake upstream tests: no regression"]
+
+
+def _compared(base, series):
+    result = UpstreamTestsResult(target="fake", spec="path:up", files=["tests/a.py"], missing=[])
+    result.states = {"base": _state(log="base.log"), "series": _state(log="series.log")}
+    upstream_tests.compare(result, base, series)
+    return result
+
+
+def test_a_test_that_passed_on_the_base_and_not_with_the_series_is_a_regression():
+    base = {"t::ok": "passed", "t::skip": "passed", "t::gone": "passed", "t::err": "passed", "t::fail": "passed"}
+    series = {"t::ok": "passed", "t::skip": "skipped", "t::err": "error", "t::fail": "failed", "t::new": "failed"}
+    result = _compared(base, series)
+    assert result.regressions == [
+        Regression("t::gone", "passed", "not run", "series.log"),
+        Regression("t::err", "passed", "error", "series.log"),
+        Regression("t::fail", "passed", "failed", "series.log"),
+    ]
+    assert result.fixed == [] and result.problems == [] and result.ok is False
+
+
+def test_fixed_tests_and_no_regression():
+    base = {"t::ok": "passed", "t::f": "failed", "t::e": "error", "t::s": "skipped", "t::still": "failed"}
+    series = {"t::ok": "passed", "t::f": "passed", "t::e": "passed", "t::s": "passed", "t::still": "error"}
+    result = _compared(base, series)
+    assert result.regressions == [] and result.fixed == ["t::f", "t::e"] and result.ok is True
+
+
+def test_a_base_where_nothing_passes_is_a_problem():
+    result = _compared({"t::f": "failed", "t::s": "skipped"}, {"t::f": "passed"})
+    assert result.problems == ["no upstream test passed on the base (log base.log)"]
+    assert result.fixed == ["t::f"] and result.ok is False
+
+
+def test_the_state_of_a_run_and_the_json():
+    run = PytestRun(status=RunStatus.TIMEOUT, exit_code=None, duration_s=9.5, log="l.log", output_tail="tail")
+    state = upstream_tests._state({"a": "passed", "b": "error", "c": "skipped", "d": "passed"}, run)
+    assert state == UpstreamRun(
+        passed=2,
+        failed=0,
+        skipped=1,
+        error=1,
+        total=4,
+        exit_code=None,
+        timed_out=True,
+        duration_s=9.5,
+        log="l.log",
+        run={"status": RunStatus.TIMEOUT, "output_tail": "tail"},
+    )
+    assert not upstream_tests._state({}, PytestRun(status=RunStatus.GREEN, exit_code=0)).timed_out
+    result = UpstreamTestsResult(target="fake", spec="path:up", files=["a"], missing=["b"], states={"base": state})
+    result.regressions.append(Regression("t::a", "passed", "failed", "l.log"))
+    assert list(result.to_json()) == [
+        "target", "spec", "files", "missing", "states", "regressions", "fixed", "problems", "ok"
+    ]  # fmt: skip
+    assert result.to_json()["states"]["base"] == {
+        "passed": 2,
+        "failed": 0,
+        "skipped": 1,
+        "error": 1,
+        "total": 4,
+        "exit_code": None,
+        "timed_out": True,
+        "duration_s": 9.5,
+        "log": "l.log",
+        "run": {"status": "timeout", "output_tail": "tail"},
+    }
+    assert result.to_json()["regressions"] == [{"id": "t::a", "base": "passed", "series": "failed", "log": "l.log"}]

@@ -1,0 +1,245 @@
+"""verification.py without pytest runs: the verdict of a whole run, what `verify` prints and its JSON report."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from seriestool import verification
+from seriestool.render import problem_lines, table
+from seriestool.results import SCHEMA_VERSION, CompanionResult, PatchResult, PytestRun, UpstreamTestsResult
+from seriestool.statuses import RunStatus, Verdict
+from seriestool.verification import Runs, Verification
+
+
+def _patch(name, verdict=Verdict.OK, **fields):
+    res = PatchResult(name=name, target="fake", index=int(name[:4]), applies=True, **fields)
+    res.verdict = verdict
+    return res
+
+
+def _green(**fields):
+    return PytestRun(**{"status": RunStatus.GREEN, "exit_code": 0, "passed": 3, "skipped": 1, **fields})
+
+
+def _companion(run):
+    return CompanionResult(target="fake", companions=["other"], label="fake + patched other", run=run)
+
+
+def _upstream(ok=True):
+    return UpstreamTestsResult(target="fake", spec="path:up", files=["tests/a.py"], missing=[], ok=ok)
+
+
+def test_the_verdict_of_a_run():
+    assert Verification().ok
+    good = Verification(results=[_patch("0001-a"), _patch("0002-b", Verdict.UPSTREAM)])
+    assert good.ok  # a patch already upstream is news, not a failure
+    assert not Verification(results=[_patch("0001-a"), _patch("0002-b", Verdict.FAIL)]).ok
+    assert not Verification(results=[_patch("0001-a", Verdict.FLAKY)]).ok
+    assert Verification(results=[_patch("0001-a")], companions=[_companion(_green())]).ok
+    failed = _companion(PytestRun(status=RunStatus.FAILED, exit_code=1))
+    assert not Verification(results=[_patch("0001-a")], companions=[failed]).ok
+    assert Verification(upstream_tests=[_upstream()]).ok
+    assert not Verification(upstream_tests=[_upstream(), _upstream(ok=False)]).ok
+
+
+def test_a_companion_stage():
+    companion = _companion(_green(log="/x/with-companions.log"))
+    assert companion.green
+    assert companion.to_json() == {
+        "target": "fake",
+        "with": ["other"],
+        "label": "fake + patched other",
+        "green": True,
+        "status": RunStatus.GREEN,
+        "run": companion.run.__dict__,
+    }
+    assert verification.companion_line(companion) == "fake + patched other: ok, 3 passed, 1 skipped, 0 failed"
+    failed = _companion(PytestRun(status=RunStatus.FAILED, exit_code=1, passed=1, failed=2))
+    assert not failed.green and failed.to_json()["green"] is False
+    assert verification.companion_line(failed) == "fake + patched other: FAIL (failed), 1 passed, 0 skipped, 2 failed"
+    flaky = PytestRun(
+        status=RunStatus.FLAKY,
+        exit_code=1,
+        passed=3,
+        failed=1,
+        runs=3,
+        run_statuses=["green", "failed", "green"],
+        flaky=[{"test": "t::a", "failed": 1}],
+    )
+    assert verification.companion_line(_companion(flaky)) == (
+        "fake + patched other: FLAKY (t::a failed in 1 of 3 runs), 3 passed, 0 skipped, 1 failed (2 of 3 runs green)"
+    )
+    repeated = _green(runs=2, run_statuses=["green", "green"])
+    assert verification.companion_line(_companion(repeated)).endswith("0 failed (2 of 2 runs green)")
+
+
+def test_what_verify_prints(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cached = _green(cached=True)
+    red = PytestRun(status=RunStatus.RED, exit_code=1, failed=1, total=1)
+    results = [
+        _patch("0001-a", red=red, green=cached),
+        _patch("0002-b", Verdict.FAIL, red=red, green=_green(), problems=["boom"]),
+        _patch("0003-c", Verdict.NOT_CHECKED, red=PytestRun(status=RunStatus.NO_TESTS)),
+    ]
+    found = Verification(results=results, companions=[_companion(_green(cached=True))])
+    patches = [res.to_json() for res in results]
+    lines = verification.console_lines(found, only={"0001-a", "0002-b"}, duration=3.14, logs=tmp_path / "logs")
+    assert lines == [
+        table(patches),
+        *problem_lines(patches),
+        "fake + patched other: ok, 3 passed, 1 skipped, 0 failed",
+        "2 of 5 pytest runs: outcome of an identical earlier run (--no-cache to run them)",
+        "verify: FAILED (2 patches, 1 more not checked (--patch), 3.1s, logs in logs)",
+    ]
+    one = Verification(results=[_patch("0001-a", red=red, green=_green())])
+    assert verification.console_lines(one, only=None, duration=1, logs=Path("/l")) == [
+        table([one.results[0].to_json()]),
+        "verify: OK (1 patch, 1.0s, logs in /l)",
+    ]
+    only_one = verification.console_lines(one, only={"0001-a"}, duration=1, logs=Path("/l"))
+    assert only_one[-1] == "verify: OK (1 patch, 1.0s, logs in /l)"
+    assert verification.console_lines(Verification(), only=None, duration=0, logs=Path("/l")) == [
+        "verify: OK (0 patches, 0.0s, logs in /l)"
+    ]
+    with_upstream = Verification(upstream_tests=[_upstream()])
+    lines = verification.console_lines(with_upstream, only=None, duration=0, logs=Path("/l"))
+    assert lines == ["fake upstream tests: no regression", "verify: OK (0 patches, 0.0s, logs in /l)"]
+
+
+def test_the_json_report():
+    found = Verification(
+        targets=[{"name": "fake"}],
+        results=[_patch("0001-a", green=_green())],
+        companions=[_companion(_green())],
+        upstream_tests=[_upstream(ok=False)],
+    )
+    runs = Runs(python=Path("/py"), device="cpu", timeout=9, repeat=2)
+    info = {"python": "3.11", "pytest": "9", "ruff": "0.14.10", "torch": "2.13.0", "cuda": False, "packages": "x"}
+    data = verification.report(found, runs, info, 4.5)
+    assert data.pop("date").endswith("Z")
+    assert data == {
+        "schema_version": SCHEMA_VERSION,
+        "ok": False,
+        "device": "cpu",
+        "repeat": 2,
+        "python": "/py",
+        "tools": {"python": "3.11", "pytest": "9", "ruff": "0.14.10", "torch": "2.13.0", "cuda": False},
+        "targets": [{"name": "fake"}],
+        "patches": [found.results[0].to_json()],
+        "companions": [found.companions[0].to_json()],
+        "upstream_tests": [found.upstream_tests[0].to_json()],
+        "duration_s": 4.5,
+    }
+
+
+def test_no_companion_stage_without_companions_or_with_a_failed_patch():
+    other = SimpleNamespace(name="other", patches=["0001-o.patch"], source_dir="src")
+    target = SimpleNamespace(name="fake", verify_with=["other"])
+    ctx = SimpleNamespace(manifest=SimpleNamespace(target={"other": other}.__getitem__))
+    scratch = {"fake": (None, "b"), "other": (None, "b")}
+    runs = Runs(python=Path("/py"), device="cpu", timeout=9)
+    good, bad = _patch("0001-a"), _patch("0002-b", Verdict.FAIL)
+    assert verification.verify_with_companions(ctx, target, [good, bad], scratch, runs) is None
+    assert verification.verify_with_companions(ctx, target, [], scratch, runs) is None
+    assert verification.verify_with_companions(ctx, target, [good], {"fake": scratch["fake"]}, runs) is None
+    lonely = SimpleNamespace(name="fake", verify_with=[])
+    assert verification.verify_with_companions(ctx, lonely, [good], scratch, runs) is None
+
+
+def test_run_detail(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    detail = verification.run_detail
+    assert detail(PytestRun(status=RunStatus.GREEN)) == ""
+    failing = [f"t::{i}" for i in range(7)]
+    run = PytestRun(status=RunStatus.FAILED, failing=failing, log=str(tmp_path / "l.log"))
+    assert detail(run) == " (failing: t::0, t::1, t::2, t::3, t::4 and 2 more; log l.log)"
+    assert detail(PytestRun(status=RunStatus.FAILED, failing=failing[:5])) == (
+        " (failing: t::0, t::1, t::2, t::3, t::4)"
+    )
+    assert detail(run, limit=7) == f" (failing: {', '.join(failing)}; log l.log)"
+    assert detail(PytestRun(status=RunStatus.NOT_RED, passed=3)) == " (all 3 pass)"
+    assert detail(PytestRun(status=RunStatus.NOT_RED, passed=0)) == ""
+    assert detail(PytestRun(status=RunStatus.RED, passed=3)) == ""
+    flaky = [{"test": f"t::{i}", "failed": i + 1} for i in range(6)]
+    many = PytestRun(status=RunStatus.FLAKY, runs=9, flaky=flaky, failing=["t::0", "t::9"])
+    assert detail(many) == (
+        " (t::0 failed in 1 of 9 runs, t::1 failed in 2 of 9 runs, t::2 failed in 3 of 9 runs, "
+        "t::3 failed in 4 of 9 runs, t::4 failed in 5 of 9 runs and 1 more; failing: t::9)"
+    )
+    statuses = ["green", "timeout", "green"]
+    blameless = PytestRun(status=RunStatus.FLAKY, runs=3, run_statuses=statuses)
+    assert detail(blameless) == " (green in 2 of 3 runs)"
+    assert detail(PytestRun(status=RunStatus.FAILED, runs=3, run_statuses=statuses)) == ""
+    assert detail(PytestRun(status=RunStatus.FLAKY, runs=1)) == ""
+    five = PytestRun(status=RunStatus.FLAKY, runs=2, flaky=flaky[:5])
+    assert detail(five).endswith("t::4 failed in 5 of 2 runs)")  # five of five: no "and more"
+    assert detail(PytestRun(status=RunStatus.FLAKY, runs=2, run_statuses=["green", "timeout"])) == (
+        " (green in 1 of 2 runs)"
+    )
+
+
+def test_progress_and_counts():
+    run = PytestRun(status=RunStatus.RED, failed=2, total=3, duration_s=1.25)
+    assert verification._progress(run, "failed", "total") == "red 2/3 failed/total (1.2s)"
+    cached = PytestRun(status=RunStatus.GREEN, passed=3, skipped=1, cached=True)
+    assert verification._progress(cached, "passed", "skipped") == "green 3/1 passed/skipped (earlier identical run)"
+    repeated = PytestRun(status=RunStatus.FLAKY, passed=3, runs=3, run_statuses=["green", "failed", "green"])
+    assert verification._progress(repeated, "passed", "skipped") == (
+        "flaky 3/0 passed/skipped (2 of 3 runs green, 0.0s)"
+    )
+    assert verification._count(1, "patch", "patches") == "1 patch" and verification._count(0, "run") == "0 runs"
+    assert verification._count(2, "patch", "patches") == "2 patches" and verification._count(1, "run") == "1 run"
+    lines = []
+    show = verification._run_progress(SimpleNamespace(log=lines.append), "[x]", 4)
+    show(2, PytestRun(status=RunStatus.GREEN, duration_s=0.5))
+    assert lines == ["[x] run 2/4: green (0.5s)"]
+
+
+def test_the_companion_stage_runs_the_tests_of_every_patch_with_the_companions(tmp_path, monkeypatch):
+    calls = []
+
+    def repeated_pytest(cache, repeat, progress=None, **kwargs):
+        calls.append((cache, repeat, kwargs))
+        return _green(passed=5, skipped=2)
+
+    monkeypatch.setattr(verification, "repeated_pytest", repeated_pytest)
+    other = SimpleNamespace(name="other", patches=["0001-o.patch"], source_dir="lib")
+    target = SimpleNamespace(name="fake", verify_with=["other", "third"], source_dir="src")
+    third = SimpleNamespace(name="third", patches=[], source_dir="src")
+    logged = []
+    ctx = SimpleNamespace(
+        manifest=SimpleNamespace(target={"other": other, "third": third}.__getitem__),
+        work=tmp_path,
+        log=logged.append,
+    )
+    scratch = {
+        "fake": (SimpleNamespace(path=tmp_path / "fake"), "b"),
+        "other": (SimpleNamespace(path=tmp_path / "o"), "b"),
+    }
+    one = _patch("0001-a", green=_green(passed=2, skipped=1, failed=1), test_files=["tests/test_a.py"])
+    two = _patch("0002-b", green=_green(passed=1, skipped=0), test_files=["tests/test_b.py", "tests/test_c.py"])
+    foreign = PatchResult(name="0001-x", target="other", index=1)  # another target's, failed: not this stage's
+    results = [one, two, foreign]
+    runs = Runs(python=Path("/py"), device="cpu", timeout=9, cache="cache", repeat=3)
+    companion = verification.verify_with_companions(ctx, target, results, scratch, runs)
+    assert companion == CompanionResult("fake", ["other"], "fake + patched other", _green(passed=5, skipped=2))
+    [(cache, repeat, kwargs)] = calls
+    assert (cache, repeat) == ("cache", 3)
+    assert kwargs == {
+        "python": Path("/py"),
+        "repo_dir": tmp_path / "fake",
+        "source_dir": "src",
+        "files": ["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"],
+        "device": "cpu",
+        "log_stem": tmp_path / "logs" / "verify" / "fake" / "with-companions",
+        "timeout": 9,
+        "expect": RunStatus.GREEN,
+        "extra_paths": [tmp_path / "o" / "lib"],
+    }
+    assert logged == [
+        "[fake + patched other] last stage: the 3 new test files of fake (5 tests) once more, with the patched "
+        "sources of other first on PYTHONPATH, in one pytest run",
+        "[fake + patched other] green 5/2 passed/skipped (0.0s)",
+    ]
+    single = verification.verify_with_companions(ctx, target, [one], scratch, runs)
+    assert single is not None and "the 1 new test file of fake (4 tests)" in logged[-2]
