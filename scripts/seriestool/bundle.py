@@ -37,7 +37,7 @@ from .errors import SeriesError
 from .fetch import fetch_sdist
 from .git import Repo, StrPath
 from .manifest import Target
-from .preimages import load_preimages
+from .preimages import loader
 from .results import is_test_file
 from .scratch import prepare_scratch
 
@@ -269,14 +269,7 @@ def build_stages(ctx: Context, target: Target) -> tuple[Path, str, list[dict[str
     patches: list[dict[str, Any]] = []
     files: Files = {}
     prev = base
-    preimages = {"tried": False}
-
-    def load() -> None:
-        if not preimages["tried"]:
-            preimages["tried"] = True
-            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
-            if problem:
-                ctx.log(problem)
+    load = loader(repo, target, ctx.downloads, ctx.log)
 
     for index, name in enumerate(target.patches, start=1):
         patch = target.patch_path(name)

@@ -20,7 +20,7 @@ from .context import Context
 from .digests import sha256_file
 from .git import Repo, StrPath
 from .manifest import Target
-from .preimages import load_preimages
+from .preimages import loader
 from .results import PatchResult, PytestRun
 from .statuses import BaseStatus, RunStatus
 
@@ -189,18 +189,14 @@ class Placing:
         self.run_red = run_red  # (test files, log stem) -> the pytest run on the base without the patch
         self.is_test = is_test
         self.left_out: list[str] = []  # patches that conflict, in order
-        self._preimages_tried = False
+        self._preimages = loader(repo, target, ctx.downloads, ctx.log, report=self._preimage_problem)
 
-    def _preimages(self) -> None:
-        # A moved base (or a moved pin) lacks the blobs a 3-way merge needs; load them once, when a patch first
-        # needs them.
-        if not self._preimages_tried:
-            self._preimages_tried = True
-            problem = load_preimages(self.repo, self.target, self.ctx.downloads, self.ctx.log)
-            if problem is not None:
-                self.ctx.log(problem)
-                if self.notes is not None:
-                    self.notes.append(problem)
+    def _preimage_problem(self, problem: str) -> None:
+        # A moved base (or a moved pin) lacks the blobs a 3-way merge needs; they are loaded once, when a patch
+        # first needs them, and what went wrong is said in the log and the notes.
+        self.ctx.log(problem)
+        if self.notes is not None:
+            self.notes.append(problem)
 
     def place(self, res: PatchResult, patch: Path, *, checked: bool, stem: Path, in_base: bool = False) -> bool:
         """Fill in `res` (a results.PatchResult) for `patch`, put on HEAD (clean work tree).

@@ -122,3 +122,24 @@ def load_preimages(repo: Repo, target: Target, downloads: str | Path, log: Calla
     repo.run("update-ref", PREIMAGES_REF, commit)
     repo.run("config", "series.preimages", key)
     return None
+
+
+def loader(
+    repo: Repo,
+    target: Target,
+    downloads: str | Path,
+    log: Callable[[str], None],
+    report: Callable[[str], None] | None = None,
+) -> Callable[[], None]:
+    """A function that runs `load_preimages` on its first call only (a 3-way merge needs the blobs, most runs never
+    do), passing a problem to `report` (default: `log`)."""
+    tried: list[bool] = []
+
+    def load() -> None:
+        if not tried:
+            tried.append(True)
+            problem = load_preimages(repo, target, downloads, log)
+            if problem:
+                (report or log)(problem)
+
+    return load

@@ -4,7 +4,7 @@
 from types import SimpleNamespace
 
 import pytest
-from seriestool import placement
+from seriestool import placement, preimages
 from seriestool.git import GitError, Repo
 from seriestool.manifest import Target
 from seriestool.placement import Conflict, Placing
@@ -415,7 +415,7 @@ def test_the_blobs_for_a_3_way_merge_are_loaded_once(fresh, patches, tmp_path, m
         loads.append((target.name, downloads))
         return "no 3-way merges: the pinned sdist is not available"
 
-    monkeypatch.setattr(placement, "load_preimages", load)
+    monkeypatch.setattr(preimages, "load_preimages", load)
     repo, _ = fresh
     commit(repo, {"src/core.py": edit(8, "eight\n", edit(6, "six\n").splitlines(True))}, "upstream moved")
     notes = []
@@ -429,7 +429,7 @@ def test_the_blobs_for_a_3_way_merge_are_loaded_once(fresh, patches, tmp_path, m
 
 
 def test_the_blobs_are_not_loaded_for_a_patch_that_applies(fresh, patches, tmp_path, monkeypatch):
-    monkeypatch.setattr(placement, "load_preimages", lambda *args: pytest.fail("loaded"))
+    monkeypatch.setattr(preimages, "load_preimages", lambda *args: pytest.fail("loaded"))
     repo, _ = fresh
     placing, _, _ = _placing(repo, patches, ["0003"], tmp_path)
     assert placing.place(_result(patches, "0003", 1), patches["0003"], checked=True, stem=tmp_path / "s")
@@ -437,7 +437,7 @@ def test_the_blobs_are_not_loaded_for_a_patch_that_applies(fresh, patches, tmp_p
 
 @pytest.mark.parametrize("problem", [None, "no 3-way merges: x"])
 def test_preimages_without_notes_to_add_to(fresh, patches, tmp_path, monkeypatch, problem):
-    monkeypatch.setattr(placement, "load_preimages", lambda *args: problem)
+    monkeypatch.setattr(preimages, "load_preimages", lambda *args: problem)
     repo, _ = fresh
     commit(repo, {"src/core.py": edit(8, "eight\n")}, "upstream moved line 8")
     placing, _, logs = _placing(repo, patches, ["0003"], tmp_path, notes=None)

@@ -20,7 +20,7 @@ from ..errors import SeriesError
 from ..git import GitError, Repo
 from ..manifest import Target
 from ..placement import Placement, landed, place
-from ..preimages import load_preimages
+from ..preimages import loader
 from ..reports import Judgement
 from ..statuses import BaseStatus, Verdict
 
@@ -116,14 +116,7 @@ def _build(
     Repo(path.parent, isolated=True).run("clone", "--quiet", "--shared", "--no-checkout", str(repo.path), str(path))
     scratch = Repo(path, isolated=True, env=identity)
     present = landed(scratch, base, target.patch_paths(), ctx.work_dir())
-    loaded: list[bool] = []
-
-    def preimages() -> None:
-        if not loaded:
-            loaded.append(True)
-            problem = load_preimages(scratch, target, ctx.downloads, ctx.log)
-            if problem:
-                ctx.log(problem)
+    preimages = loader(scratch, target, ctx.downloads, ctx.log)
 
     plan: dict[str, _Branch] = {}
     for name in target.patches:

@@ -16,7 +16,7 @@ from ..errors import SeriesError
 from ..git import Repo
 from ..manifest import Target
 from ..placement import Placement, landed, place
-from ..preimages import load_preimages
+from ..preimages import loader
 from ..statuses import BaseStatus
 
 
@@ -106,9 +106,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             failed, files = am_series(repo, target, names)
             if failed:
                 # A moved pin: the 3-way merge needs the blobs the patches were made against (an earlier sdist).
-                problem = load_preimages(repo, target, ctx.downloads, ctx.log)
-                if problem:
-                    ctx.log(problem)
+                loader(repo, target, ctx.downloads, ctx.log)()
                 failed, files = am_series(repo, target, names, keep=args.stop_at_conflict)
         markers = bool(failed) and bool(repo.unmerged_paths())
         where = f" ({', '.join(files)})" if files else ""
@@ -175,14 +173,7 @@ def place_as_verify(
     Returns (the patches that went in, [(patch, why)] left out, the patch that failed or None, its files)."""
     judged = reports.judged(ctx.work, target, base)
     present = landed(repo, base, target.patch_paths(), ctx.work_dir())
-    loaded: list[bool] = []
-
-    def preimages() -> None:
-        if not loaded:
-            loaded.append(True)
-            problem = load_preimages(repo, target, ctx.downloads, ctx.log)
-            if problem:
-                ctx.log(problem)
+    preimages = loader(repo, target, ctx.downloads, ctx.log)
 
     went_in: list[str] = []
     left_out: list[tuple[str, str]] = []
