@@ -20,6 +20,7 @@ from seriesfixtures import GOOD, NOT_RED, REPO_ROOT, VERSION, one_error_line
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
+from seriestool import pyenv  # noqa: E402
 from seriestool.downstream import compare  # noqa: E402
 
 
@@ -260,10 +261,12 @@ def _real_install():
         for marker in sorted((work / "downstream" / "trees" / "transformers").glob("*/.series-complete"))
         if (marker.parent / "transformers").is_dir()
     ]
-    venvs = sorted(work.glob("venv-*/bin/python"))
-    if not installs or not trees or not venvs:
+    # the venv the tool builds for its tests (other venv-* folders may hold other interpreters)
+    venv = work / f"venv-{pyenv.venv_key(REPO_ROOT / 'scripts' / 'requirements-test.txt')}"
+    python = pyenv.venv_python(venv)
+    if not installs or not trees or not python.exists():
         return None
-    return venvs[-1], installs[-1].parent, trees[0]
+    return python, installs[-1].parent, trees[0]
 
 
 @pytest.mark.downstream
