@@ -569,6 +569,27 @@ def st_mnrl(kit: Kit) -> Train:
     return st_trainer(kit, model, data, MultipleNegativesRankingLoss(model), gradient_accumulation_steps=2)
 
 
+@scenario("st/mnrl-no-duplicates", "sentence-transformers")
+def st_mnrl_no_duplicates(kit: Kit) -> Train:
+    """
+    A batch sampler that yields fewer batches than its `len()`: one anchor in 13 of 16 rows, full batches of 4
+    without duplicates only, so each pass (and each of its two resampling passes) fills one batch: 3 of 4.
+    """
+    from datasets import Dataset
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    rng = kit.rng()
+    distinct = sentences(rng, 4)
+    anchors = [distinct[0]] * 13 + distinct[1:]
+    positives = [text + " " + rng.choice(WORDS) for text in anchors]
+    model = sentence_transformer(kit)
+    data = Dataset.from_dict({"anchor": anchors, "positive": positives})
+    loss = MultipleNegativesRankingLoss(model)
+    return st_trainer(
+        kit, model, data, loss, gradient_accumulation_steps=2, batch_sampler="no_duplicates", dataloader_drop_last=True
+    )
+
+
 @scenario("st/softmax", "sentence-transformers", fp16=(FUSED, ADAMW))
 def st_softmax(kit: Kit) -> Train:
     from datasets import Dataset
