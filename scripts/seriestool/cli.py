@@ -90,8 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = args.module
     on_main_thread = threading.current_thread() is threading.main_thread()
     if on_main_thread:
-        # A SIGTERM (a CI job cancelled, `timeout`) unwinds like Ctrl-C: the test processes are stopped.
+        # A SIGTERM (a CI job cancelled, `timeout`) unwinds like Ctrl-C: the test processes are stopped. A job a
+        # shell script starts in the background (`cmd &`) inherits SIGINT ignored: Ctrl-C then unwinds too.
         previous = signal.signal(signal.SIGTERM, _interrupt)
+        previous_int = signal.getsignal(signal.SIGINT)
+        if previous_int == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, _interrupt)
     try:
         if module.NEEDS_GIT:
             _need_git()
@@ -111,3 +115,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)
+            if previous_int == signal.SIG_IGN:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)

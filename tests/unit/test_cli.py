@@ -155,6 +155,24 @@ def test_sigterm_unwinds_like_ctrl_c_and_the_handler_is_restored(capsys, command
         signal.signal(signal.SIGTERM, before)
 
 
+def test_sigint_ignored_by_a_script_that_started_the_job_still_unwinds(capsys, command, tmp_path):
+    """`series.py downstream &` in a script starts with SIGINT ignored; before, Ctrl-C (or `kill -INT`) did nothing
+    and the run went on to its end. Now it unwinds like SIGTERM, and SIGINT is ignored again afterwards."""
+
+    def action():
+        signal.raise_signal(signal.SIGINT)
+        return 0
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        command(action)
+        assert cli.main(["--work", str(tmp_path), "selftest"]) == 130
+        assert capsys.readouterr().err == "series: error: interrupted\n"
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_interrupt_handler():
     with pytest.raises(KeyboardInterrupt):
         cli._interrupt(signal.SIGTERM, None)
