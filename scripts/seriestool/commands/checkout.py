@@ -60,6 +60,19 @@ def check_destination(dest: Path, replace: bool) -> None:
         raise SeriesError(f"{dest} exists and is not empty; pass --replace to rebuild it")
 
 
+def make_staging(dest: Path) -> Path:
+    """The staging folder beside `dest` (the checkout is built there, then renamed into place); bad input, in one
+    line, when the folder of `dest` cannot be made or written (a read-only place)."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    except OSError as exc:
+        where = exc.filename or dest.parent
+        raise SeriesError(
+            f"cannot make the checkout {dest}: {exc.strerror or exc} ({where}); pick another --dir"
+        ) from None
+
+
 def clean_leftovers(dest: Path, log: Callable[[str], None]) -> None:
     """Remove what an interrupted run left beside `dest`: its staging folder `.<name>.XXXXXXXX` and the old
     checkout moved aside by --replace, `.<name>.old.XXXXXXXX`. An old checkout whose replacement never
@@ -88,9 +101,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     dest = Path(args.dir).resolve() if args.dir else ctx.checkout_dir(target)
     clean_leftovers(dest, ctx.log)
     check_destination(dest, args.replace)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    staging = make_staging(dest)
     try:
         repo_dir = staging / "repo"
         base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
