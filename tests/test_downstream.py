@@ -221,6 +221,8 @@ def test_a_scenario_that_fails_on_the_release_fails_the_run(fake, env, tmp_path)
         (["--jobs", "0"], "--jobs and --timeout must be at least 1"),
         (["--scenario", "nothing/*"], "no scenario matches nothing/*"),
         (["--json", "/nonexistent/folder/report.json"], "the folder /nonexistent/folder does not exist"),
+        # checked before the scenarios run, not after 15 minutes and an OK (a raw errno, before)
+        (["--summary", "/"], "--summary /: cannot write it (is a folder)"),
     ],
 )
 def test_bad_input_is_one_error_line(fake, env, args, message):

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import SeriesError
 from .results import PatchResult
 from .statuses import BaseStatus, RunStatus, Verdict
 
@@ -296,3 +297,21 @@ def append_markdown(path: str | os.PathLike[str], report: JSON) -> None:
     """Append the markdown summary to `path` (appending is what $GITHUB_STEP_SUMMARY expects)."""
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(markdown(report) + "\n")
+
+
+def check_writable(path: str | Path, option: str) -> None:
+    """Bad input, before the run, when the report file `path` cannot be written: a run of many minutes must not
+    end in an error. An existing file is opened for appending (its content is not changed); a new one is made and
+    removed again."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a folder", str(path))
+        if path.exists():
+            with open(path, "a", encoding="utf-8"):
+                pass
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            os.unlink(path)
+    except OSError as exc:
+        raise SeriesError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None

@@ -4,6 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from seriestool import render
+from seriestool.errors import SeriesError
 from seriestool.results import PatchResult, PytestRun, Style
 from seriestool.statuses import BaseStatus, RunStatus, Verdict
 
@@ -471,3 +472,16 @@ def test_wrap_keeps_a_long_word_and_a_hyphenated_path_whole():
     assert render.wrap(f"log {path} end", width=40) == ["  log", f"      {path}", "      end"]
     assert render.wrap("", width=40) == [""]
     assert render.wrap("one-two three-four", width=12) == ["  one-two", "      three-four"]
+
+
+def test_check_writable_refuses_a_folder_and_leaves_an_existing_file_as_it_is(tmp_path):
+    with pytest.raises(SeriesError, match=r"^--json .*: cannot write it \(is a folder\)$"):
+        render.check_writable(tmp_path, "--json")
+    existing = tmp_path / "summary.md"
+    existing.write_text("kept\n", encoding="utf-8")
+    render.check_writable(existing, "--summary")
+    assert existing.read_text(encoding="utf-8") == "kept\n"
+    render.check_writable(tmp_path / "new.json", "--json")
+    assert not (tmp_path / "new.json").exists()
+    with pytest.raises(SeriesError, match="cannot write it"):
+        render.check_writable(tmp_path / "nowhere" / "new.json", "--json")

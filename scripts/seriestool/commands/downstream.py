@@ -14,6 +14,7 @@ from ..context import Context
 from ..digests import sha256_file
 from ..errors import SeriesError
 from ..manifest import Target, find_patch
+from ..render import check_writable
 from ..runcache import RunCache
 
 
@@ -74,6 +75,8 @@ def _check_args(args: argparse.Namespace, ctx: Context) -> tuple[Target, str | N
     for option, path in (("--json", args.json), ("--summary", args.summary)):
         if path and not Path(path).resolve().parent.is_dir():
             raise SeriesError(f"{option} {path}: the folder {Path(path).resolve().parent} does not exist")
+        if path:
+            check_writable(path, option)  # before the run of many minutes, not after it printed OK
     return target, through
 
 

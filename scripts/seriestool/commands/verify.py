@@ -2,7 +2,6 @@
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from ..am import check_patches
 from ..context import Context
 from ..errors import SeriesError
 from ..manifest import Target, find_patch
+from ..render import check_writable
 from ..verification import Runs, console_lines, report, verify_all
 
 
@@ -87,24 +87,6 @@ def positive_seconds(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
     return value
-
-
-def check_writable(path: str | Path, option: str) -> None:
-    """Bad input, before the run, when the report file `path` cannot be written: a run of many minutes must not
-    end in an error. An existing file is opened for appending (its content is not changed); a new one is made and
-    removed again."""
-    path = Path(path)
-    try:
-        if path.is_dir():
-            raise IsADirectoryError(21, "is a folder", str(path))
-        if path.exists():
-            with open(path, "a", encoding="utf-8"):
-                pass
-        else:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            os.unlink(path)
-    except OSError as exc:
-        raise SeriesError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _repeat(value: str) -> int:
