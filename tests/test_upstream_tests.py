@@ -147,6 +147,8 @@ def test_bad_upstream_tests_input(fake, test_python):
     assert "bad --upstream-tests 'tests'" in line
     line = one_error_line(fake.run("verify", "--python", test_python, "--upstream-tests", f"path:{fake.root}/nowhere"))
     assert "has no tests/ folder" in line
+    # before any patch is placed (no scratch checkout), not after the whole series
+    assert not (fake.work / "verify").exists()
     fake.write_manifest(extra='upstream_tests = ["/abs/test_x.py"]\n')
     line = one_error_line(fake.run("verify", "--python", test_python))
     assert "upstream_tests must list relative .py files" in line

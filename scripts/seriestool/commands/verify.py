@@ -166,6 +166,8 @@ def _read_input(
             raise SeriesError(f"--upstream-tests: {named} lists no upstream_tests in {ctx.manifest.path.name}")
         if len(listing) > 1:
             raise SeriesError("--upstream-tests names one target's tests; add --target")
-        base_mod.parse_spec(args.upstream_tests, listing[0], option="--upstream-tests")
+        tests = base_mod.parse_spec(args.upstream_tests, listing[0], option="--upstream-tests")
+        if tests.kind == "path" and not Path(tests.location, "tests").is_dir():
+            raise SeriesError(f"--upstream-tests {args.upstream_tests}: {tests.location} has no tests/ folder")
         upstream = (listing[0], args.upstream_tests)
     return targets, spec, only, upstream
