@@ -13,6 +13,7 @@ def _fork(fake, *patches):
     return fake.upstream_repo(fake.root / "fork"), names
 
 
+@pytest.mark.quick
 def test_apply_on_a_new_branch(fake):
     fork, names = _fork(fake, GOOD, NOT_RED)
     start = git(fork, "rev-parse", "HEAD")

@@ -3,6 +3,7 @@ placed as `verify` places it; all or nothing; and `checkout --base` builds a bas
 
 import json
 
+import pytest
 from seriesfixtures import GOOD, TRUNCATE, VERSION, apply_changes, git, one_error_line, repo_state
 
 
@@ -42,6 +43,7 @@ def _state(repo):
     return state
 
 
+@pytest.mark.quick
 def test_one_branch_per_patch_and_a_dependent_one_holds_its_dependency(fake):
     _series_with_a_dependency(fake)
     repo = fake.upstream_repo(fake.root / "fork")

@@ -3,6 +3,7 @@
 import shutil
 import subprocess
 
+import pytest
 from seriesfixtures import BASE_FILES, GOOD, NOT_RED, git, make_tarball, one_error_line, sha256
 
 
@@ -21,6 +22,7 @@ def test_checkout_of_the_sdist(fake):
     assert git(fake.root / "again", "rev-parse", "series/base") == git(repo, "rev-parse", "series/base")
 
 
+@pytest.mark.quick
 def test_checkout_applies_one_commit_per_patch(fake):
     names = fake.build_series(GOOD, NOT_RED)
     assert names == ["0001-core-make-add-add.patch", "0002-core-document-mul.patch"]

@@ -9,6 +9,7 @@ import pytest
 from seriesfixtures import GOOD, REPO_ROOT, SERIES, one_error_line
 
 
+@pytest.mark.quick
 def test_help_lists_the_commands():
     proc = subprocess.run([sys.executable, str(SERIES), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0
@@ -16,6 +17,7 @@ def test_help_lists_the_commands():
         assert command in proc.stdout
 
 
+@pytest.mark.quick
 def test_usage_errors_are_one_line(fake):
     assert "invalid choice: 'frobnicate'" in one_error_line(fake.run("frobnicate"))
     assert "--repo" in one_error_line(fake.run("apply"))

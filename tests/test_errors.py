@@ -18,6 +18,7 @@ def _run(fake, *args):
     return subprocess.run(cmd, capture_output=True, text=True, env=fake.env(), stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.quick
 def test_work_folder_under_a_file(fake):
     blocker = fake.root / "a-file"
     blocker.write_text("", encoding="utf-8")

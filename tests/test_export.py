@@ -3,6 +3,7 @@
 import sys
 from pathlib import Path
 
+import pytest
 from seriesfixtures import GOOD, NOT_RED, STYLE, apply_changes, git, manifest_text, one_error_line, read_patch_list
 
 
@@ -23,6 +24,7 @@ def _unchanged(fake):
     assert git(fake.patches_dir, "diff", "--exit-code", check=False) == ""
 
 
+@pytest.mark.quick
 def test_checkout_then_export_changes_no_byte(fake):
     fake.build_series(GOOD, NOT_RED, STYLE)
     _track(fake)

@@ -6,6 +6,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from seriesfixtures import GOOD, REPO_ROOT, TRUNCATE, one_error_line
 
 
@@ -126,6 +127,7 @@ def test_pr_follows_the_transformers_template_and_writes_no_description(fake, te
     assert "Result of the verify" not in body and "is for another version of the patch" in err
 
 
+@pytest.mark.quick
 def test_pr_follows_the_accelerate_template(fake):
     fake.build_series(GOOD)
     _upstream(fake, "huggingface/accelerate", '["@BenjaminBossan", "@SunMarc"]')

@@ -3,12 +3,14 @@
 import subprocess
 import sys
 
+import pytest
 from seriesfixtures import REPO_ROOT
 
 
 LINT_SCOPE = ["scripts", "tests", "repro", ".ci"]  # the folders of the project's own code
 
 
+@pytest.mark.quick
 def test_ruff_check_and_format(test_python):
     paths = LINT_SCOPE
     check = subprocess.run(
@@ -24,6 +26,7 @@ def test_ruff_check_and_format(test_python):
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
+@pytest.mark.quick
 def test_one_lint_scope_everywhere():
     """tox, CI, CONTRIBUTING and the CI docs name the folders this test lints, no more, no fewer."""
     folders = " ".join(LINT_SCOPE)

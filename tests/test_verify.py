@@ -128,6 +128,7 @@ def test_mixed_series_reports_each_failure(fake, test_python):
     assert not any(name.startswith("fake.0001") for name, _ in failures)
 
 
+@pytest.mark.quick
 def test_good_series_passes_and_reuses_the_scratch_checkout(fake, test_python):
     names = fake.build_series(GOOD, DEPENDENT)
     with open(fake.manifest, "a", encoding="utf-8") as fh:

@@ -58,6 +58,7 @@ def test_actionlint():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.quick
 def test_workflows_are_small_pinned_and_cached():
     workflows = _workflows()
     assert sorted(workflows) == ["ci.yml", "nightly.yml"]
@@ -77,7 +78,7 @@ def test_workflows_are_small_pinned_and_cached():
 
     ci = workflows["ci.yml"]
     assert set(ci["on"]) == {"push", "pull_request"}
-    assert ["selftest"] in _series_calls(ci)
+    assert ["selftest", "--full"] in _series_calls(ci)  # every test, not only the quick suite
     cached = [s["with"]["path"] for _, s in _steps(ci) if s.get("uses", "").startswith("actions/cache@")]
     assert sorted(cached) == [".work/downloads", ".work/venv-*"]
 
@@ -123,6 +124,7 @@ def test_workflows_are_small_pinned_and_cached():
     assert all("--repeat" not in c for c in verify_calls["ci.yml"])
 
 
+@pytest.mark.quick
 def test_workflow_commands_are_valid_tool_calls():
     parser = build_parser()
     calls = [call for workflow in _workflows().values() for call in _series_calls(workflow)]

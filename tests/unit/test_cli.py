@@ -224,6 +224,33 @@ def test_selftest_says_when_nothing_was_collected(monkeypatch, tmp_path):
     monkeypatch.setattr(selftest.subprocess, "run", lambda *a, **k: types.SimpleNamespace(returncode=5))
     ctx = types.SimpleNamespace(work=tmp_path, requirements=None, log=print, repo_root=Path(tmp_path))
     with pytest.raises(SeriesError, match="^the tool's tests collected nothing$"):
-        selftest.run(types.SimpleNamespace(pytest_args=[]), ctx)
+        selftest.run(types.SimpleNamespace(pytest_args=[], full=False), ctx)
     monkeypatch.setattr(selftest.subprocess, "run", lambda *a, **k: types.SimpleNamespace(returncode=1))
-    assert selftest.run(types.SimpleNamespace(pytest_args=[]), ctx) == 1
+    assert selftest.run(types.SimpleNamespace(pytest_args=[], full=True), ctx) == 1
+
+
+def test_selftest_is_the_quick_suite_unless_full(tmp_path):
+    """Before: `selftest` ran all of tests/ (731 tests, 5 minutes idle, 54 at load 5-13); now every unit test and
+    the end-to-end tests marked quick, and --full (CI, tox) runs everything."""
+    root = tmp_path / "repo"
+    (root / "tests" / "unit").mkdir(parents=True)
+    base = ["python", "-m", "pytest", "-p", "no:cacheprovider"]
+    tests = str(root / "tests")
+    quick = [*base, "-m", "not e2e or quick", tests]
+    assert selftest.pytest_command("python", root, [], root, full=False) == quick
+    assert selftest.pytest_command("python", root, ["--", "-x"], root, full=False) == [*quick, "-x"]
+    assert selftest.pytest_command("python", root, [], root, full=True) == [*base, tests]
+    # your own -m, or tests you name, run as asked
+    assert selftest.pytest_command("python", root, ["-m", "network"], root, full=False) == [
+        *base,
+        tests,
+        "-m",
+        "network",
+    ]
+    assert selftest.pytest_command("python", root, ["tests/unit"], root, full=False) == [
+        *base,
+        str(root / "tests/unit"),
+    ]
+    parsed = cli.build_parser().parse_args(["selftest", "--full", "--", "-x"])
+    assert parsed.full and parsed.pytest_args == ["--", "-x"]
+    assert not cli.build_parser().parse_args(["selftest"]).full
