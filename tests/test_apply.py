@@ -106,6 +106,18 @@ def test_existing_branch_is_refused(fake):
     assert repo_state(fork) == before
 
 
+def test_a_branch_that_collides_with_existing_or_pr_branches_is_refused(fake):
+    fork, _ = _fork(fake, GOOD)
+    git(fork, "branch", "mine")
+    before = repo_state(fork)
+    line = one_error_line(fake.run("apply", "--repo", str(fork), "--branch", "mine/series"))
+    assert "branch mine in " in line and "keeps mine/series from being made" in line
+    # user.md's example name, before: fine here, then `branches` failed on git's ref lock
+    line = one_error_line(fake.run("apply", "--repo", str(fork), "--branch", "trainer-series"))
+    assert "would collide with the branches `branches` makes (trainer-series/...)" in line
+    assert repo_state(fork) == before
+
+
 def test_unknown_target(fake):
     fork, _ = _fork(fake, GOOD)
     assert "unknown target 'other'" in one_error_line(fake.run("apply", "--repo", str(fork), "--target", "other"))

@@ -174,3 +174,24 @@ def test_a_base_verify_passes_checkout_and_branches_build_as_verify_judged(fake,
     assert "  0002   trainer-series/core-give-mul-a-default-factor  1        3-way    ok (20" in proc.stdout
     assert f"left out {names[0]}: fixed upstream differently" in proc.stdout
     assert f"left out {names[2]}: already upstream" in proc.stdout
+
+
+def test_a_clone_on_one_of_its_pr_branches_or_a_blocking_branch_is_refused_up_front(fake):
+    _series_with_a_dependency(fake)
+    repo = fake.upstream_repo(fake.root / "fork")
+    fake.ok("branches", "--repo", str(repo))
+    # Before: run on its own PR branch, it stacked every other branch on 0001 and called 0001 already upstream.
+    git(repo, "switch", "--quiet", "trainer-series/core-make-add-add")
+    before = repo_state(repo)
+    line = one_error_line(fake.run("branches", "--repo", str(repo)))
+    assert "is trainer-series/core-make-add-add, the branch of 0001: the others would be stacked on it" in line
+    assert "no branch was made or moved" in line and repo_state(repo) == before
+    # Before: `apply --branch trainer-series` (user.md's example), then branches: git's `cannot lock ref`.
+    git(repo, "switch", "--quiet", "main")
+    for branch in list(_branches(repo)):
+        git(repo, "branch", "--quiet", "-D", branch)
+    git(repo, "branch", "trainer-series")
+    before = repo_state(repo)
+    line = one_error_line(fake.run("branches", "--repo", str(repo)))
+    assert line.startswith("series: error: branch trainer-series in ") and "git branch -m trainer-series" in line
+    assert repo_state(repo) == before

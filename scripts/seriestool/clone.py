@@ -40,3 +40,16 @@ def committer_identity(repo: Repo) -> dict[str, str]:
         raise SeriesError(f"git has no committer identity in {repo.path}; set user.name and user.email")
     name, _, rest = ident.partition("<")
     return {"GIT_COMMITTER_NAME": name.strip(), "GIT_COMMITTER_EMAIL": rest.split(">", 1)[0]}
+
+
+def blocking_branch(repo: Repo, branch: str) -> str | None:
+    """The existing branch that keeps `branch` from being made, or None. git keeps branch names as paths, so
+    `trainer-series` and `trainer-series/x` cannot both exist: without this check git fails late with `cannot
+    lock ref ... exists`."""
+    parts = branch.split("/")
+    for end in range(1, len(parts)):
+        above = "/".join(parts[:end])
+        if repo.branch_exists(above):
+            return above
+    below = repo.out("for-each-ref", "--count=1", "--format=%(refname:short)", f"refs/heads/{branch}/")
+    return below.strip() or None

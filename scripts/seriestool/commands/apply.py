@@ -2,8 +2,9 @@
 
 import argparse
 
+from .. import prtemplate
 from ..am import am_failure, check_patches
-from ..clone import open_clean_clone
+from ..clone import blocking_branch, open_clean_clone
 from ..context import Context
 from ..errors import SeriesError
 from ..git import Repo
@@ -20,7 +21,7 @@ the others go in with `git am --3way`, one commit each, on a new branch. When on
 clone is left exactly as it was (branch deleted, original branch checked out).
 
 example:
-  python3 scripts/series.py apply --repo ~/src/transformers --branch trainer-series
+  python3 scripts/series.py apply --repo ~/src/transformers --branch my-series
 
 exit status: 0 branch made; 2 bad input (dirty clone, existing branch, a patch that does not apply):
 nothing changed."""
@@ -47,6 +48,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise SeriesError(f"{branch!r} is not a valid branch name")
     if repo.branch_exists(branch):
         raise SeriesError(f"branch {branch} already exists in {repo.path}; pick another with --branch")
+    blocker = blocking_branch(repo, branch)
+    if blocker is not None:
+        raise SeriesError(
+            f"branch {blocker} in {repo.path} keeps {branch} from being made (git cannot have both a branch and a "
+            "folder of that name); pick another with --branch"
+        )
+    if branch == prtemplate.BRANCH_PREFIX.rstrip("/") or branch.startswith(prtemplate.BRANCH_PREFIX):
+        raise SeriesError(
+            f"branch {branch} would collide with the branches `branches` makes ({prtemplate.BRANCH_PREFIX}...); "
+            "pick another with --branch"
+        )
     if not repo.ok("var", "GIT_COMMITTER_IDENT"):
         raise SeriesError(f"git has no committer identity in {repo.path}; set user.name and user.email")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import prtemplate, reports
 from ..am import check_patches
-from ..clone import committer_identity, open_clean_clone
+from ..clone import blocking_branch, committer_identity, open_clean_clone
 from ..context import Context
 from ..errors import SeriesError
 from ..git import GitError, Repo
@@ -82,6 +82,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for branch in names.values():
         if not repo.ok("check-ref-format", "--branch", branch):
             raise SeriesError(f"{branch!r} is not a valid branch name")
+        blocker = blocking_branch(repo, branch)
+        if blocker is not None:
+            raise SeriesError(
+                f"branch {blocker} in {repo.path} keeps {branch} from being made (git cannot have both a branch "
+                f"and a folder of that name): rename it (git branch -m {blocker} <new name>), then run again "
+                "(no branch was made or moved)"
+            )
+    _check_base_is_not_ours(repo, ref, base, names)
     judged = reports.judged(ctx.work, target, base)
 
     folder = ctx.work_dir() / "branches"
@@ -98,6 +106,24 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     _report(ctx, target, repo, base, ref, plan, moves, judged)
     return 0
+
+
+def _check_base_is_not_ours(repo: Repo, ref: str, base: str, names: dict[str, str]) -> None:
+    """Bad input when the base is one of the branches `branches` makes (the clone left on a PR branch): every
+    other branch would be stacked on that patch and the patch itself called already upstream."""
+    current = repo.current_branch() if ref == "HEAD" else None
+    for patch, branch in names.items():
+        if branch == current or (repo.rev(f"refs/heads/{branch}") == base and _made_by_us(repo, branch)):
+            raise SeriesError(
+                f"the base {ref} of {repo.path} is {branch}, the branch of {patch[:4]}: the others would be "
+                "stacked on it; switch to the upstream branch (git switch main) or pass --base-ref "
+                "(no branch was made or moved)"
+            )
+
+
+def _made_by_us(repo: Repo, branch: str) -> bool:
+    last = repo.run("reflog", "show", "--format=%gs", "-n", "1", f"refs/heads/{branch}", check=False)
+    return last.stdout.startswith(REFLOG_MESSAGE)
 
 
 def _build(
