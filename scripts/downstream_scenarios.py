@@ -660,6 +660,121 @@ def setfit_classifier(kit: Kit) -> Train:
     return train_all
 
 
+# -- heads whose loss ignores num_items_in_batch, through transformers' own Trainer ---------------------------
+
+
+def bert_head(kit: Kit, head: str) -> PreTrainedModel:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=len(kit.tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=kit.tokenizer.pad_token_id,
+        num_labels=3,
+    )
+    model: PreTrainedModel = getattr(transformers, head)(config)
+    return model
+
+
+def plain_trainer(kit: Kit, model: PreTrainedModel, rows: dict[str, list[Any]], *, tokens: bool) -> Train:
+    from datasets import Dataset
+    from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer, TrainingArguments
+
+    options: dict[str, Any] = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}
+    options.update(num_train_epochs=2)
+    collator = (DataCollatorForTokenClassification if tokens else DataCollatorWithPadding)(kit.tokenizer)
+    trainer = Trainer(
+        model=model,
+        args=kit.args(TrainingArguments, **options),
+        train_dataset=Dataset.from_dict(rows),
+        data_collator=collator,
+    )
+    return kit.prepare(trainer)
+
+
+@scenario("hf/seq-classifier-ga2", "transformers")
+def hf_seq_classifier(kit: Kit) -> Train:
+    texts = sentences(kit.rng(), 8)
+    input_ids = [kit.tokenizer(text)["input_ids"] for text in texts]
+    rows = {"input_ids": input_ids, "labels": [i % 3 for i in range(8)]}
+    return plain_trainer(kit, bert_head(kit, "BertForSequenceClassification"), rows, tokens=False)
+
+
+@scenario("hf/token-classifier-ga2", "transformers")
+def hf_token_classifier(kit: Kit) -> Train:
+    rng = kit.rng()
+    input_ids = [kit.tokenizer(text)["input_ids"] for text in sentences(rng, 8)]
+    # a label per word, -100 on some: the micro-batches of a window hold different counts of targets
+    labels = [[rng.choice([-100, 0, 1, 2]) for _ in ids] for ids in input_ids]
+    rows = {"input_ids": input_ids, "labels": labels}
+    return plain_trainer(kit, qwen2_token_classifier(kit), rows, tokens=True)
+
+
+def qwen2_token_classifier(kit: Kit) -> PreTrainedModel:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForTokenClassification
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(kit.tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        pad_token_id=kit.tokenizer.pad_token_id,
+        num_labels=3,
+    )
+    return Qwen2ForTokenClassification(config)
+
+
+@scenario("hf/seq2seq-t5-ga2", "transformers")
+def hf_seq2seq_t5(kit: Kit) -> Train:
+    import torch
+    from datasets import Dataset
+    from transformers import (
+        DataCollatorForSeq2Seq,
+        Seq2SeqTrainer,
+        Seq2SeqTrainingArguments,
+        T5Config,
+        T5ForConditionalGeneration,
+    )
+
+    rng = kit.rng()
+    tok = kit.tokenizer
+    sources, targets = sentences(rng, 8), sentences(rng, 8, low=1, high=6)
+    rows = {"input_ids": [tok(t)["input_ids"] for t in sources], "labels": [tok(t)["input_ids"] for t in targets]}
+    torch.manual_seed(0)
+    config = T5Config(
+        vocab_size=len(tok),
+        d_model=16,
+        d_kv=8,
+        d_ff=32,
+        num_layers=1,
+        num_decoder_layers=1,
+        num_heads=2,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        decoder_start_token_id=tok.pad_token_id,
+    )
+    model = T5ForConditionalGeneration(config)
+    options: dict[str, Any] = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=kit.args(Seq2SeqTrainingArguments, num_train_epochs=2, **options),
+        train_dataset=Dataset.from_dict(rows),
+        data_collator=DataCollatorForSeq2Seq(tok, model=model),
+    )
+    return kit.prepare(trainer)
+
+
 # -- one scenario's outcome ------------------------------------------------------------------------------
 
 
@@ -736,6 +851,7 @@ MODULES = {
     "peft": ["datasets", "peft", "trl", "trl.trainer.sft_trainer"],
     "sentence-transformers": ["datasets", "sentence_transformers", "sentence_transformers.cross_encoder"],
     "setfit": ["datasets", "sentence_transformers", "setfit", "setfit.trainer", "sklearn.linear_model"],
+    "transformers": ["datasets", "transformers.trainer", "transformers.trainer_seq2seq"],
 }
 # The distributions whose versions a report names.
 PACKAGES = ("trl", "sentence-transformers", "setfit", "peft")
