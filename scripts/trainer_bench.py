@@ -1,8 +1,9 @@
 """Time and count the work of `Trainer` optimizer steps; the measured side of `series.py bench`.
 
 Runs in the test venv (torch), with PYTHONPATH on one variant's source trees, so the same script
-measures the unpatched and the patched transformers. It trains a tiny Llama on fixed random tokens,
-once per case, and prints one line per case on stdout (the Trainer prints its own metrics there too):
+measures the unpatched and the patched transformers. It trains a tiny Llama on fixed random tokens (a
+causal LM; in `cls-ga4` a sequence classifier, whose loss ignores `num_items_in_batch`), once per case,
+and prints one line per case on stdout (the Trainer prints its own metrics there too):
 
     trainer-bench: {"case": ..., "step_s": [...], "step_cpu_s": [...], ...}
 
@@ -46,7 +47,10 @@ CASES = {
     "fp16-adamw": ("adamw_torch", True, 1, 0),
     "fp16-adamw-fused": ("adamw_torch_fused", True, 1, 1),
     "ga4": ("adamw_torch_fused", False, 4, 0),
+    "cls-ga4": ("adamw_torch_fused", False, 4, 0),
 }
+# Cases that train a sequence classifier (a head whose loss does not take `num_items_in_batch`), not a causal LM.
+CLASSIFIER_CASES = {"cls-ga4"}
 # Samples per optimizer step, whatever the accumulation: gradient accumulation 4 runs micro-batches of 1.
 SAMPLES_PER_STEP = 4
 # The scaled gradients of this model stay far from float32 overflow, and the scale does not grow within a
@@ -152,8 +156,22 @@ class RandomTokens(torch.utils.data.Dataset):
         return {"input_ids": self.input_ids[index], "labels": self.input_ids[index]}
 
 
+class RandomClasses(RandomTokens):
+    """Fixed random token sequences, each with one of two class labels."""
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {"input_ids": self.input_ids[index], "labels": self.input_ids[index, 0] % 2}
+
+
 def run_case(name: str, args: argparse.Namespace, out_dir: str, baton: Baton | None) -> dict[str, Any]:
-    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        LlamaForSequenceClassification,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     optim, scaled, accumulation, sync_budget = CASES[name]
     num_steps = args.warmup + (2 * args.steps if args.count_syncs else args.steps)
@@ -201,8 +219,11 @@ def run_case(name: str, args: argparse.Namespace, out_dir: str, baton: Baton | N
         num_attention_heads=4,
         num_key_value_heads=4,
         max_position_embeddings=args.seq_len,
+        num_labels=2,
+        pad_token_id=0,
     )
-    model = LlamaForCausalLM(config)
+    classifier = name in CLASSIFIER_CASES
+    model = LlamaForSequenceClassification(config) if classifier else LlamaForCausalLM(config)
     train_args = TrainingArguments(
         output_dir=out_dir,
         max_steps=num_steps,
@@ -218,7 +239,7 @@ def run_case(name: str, args: argparse.Namespace, out_dir: str, baton: Baton | N
         dataloader_num_workers=0,
         seed=0,
     )
-    data = RandomTokens(num_steps * SAMPLES_PER_STEP, args.seq_len, args.vocab)
+    data = (RandomClasses if classifier else RandomTokens)(num_steps * SAMPLES_PER_STEP, args.seq_len, args.vocab)
     clock = StepClock()
     trainer = Trainer(model=model, args=train_args, train_dataset=data, callbacks=[clock])
     if scaled:

@@ -26,7 +26,7 @@ from seriestool.context import Context  # noqa: E402
 
 # Host syncs per optimizer step the series may add: only the fused (AMP-aware) optimizer under a scaler
 # has to read whether its kernel skipped the update.
-ALLOWED_ADDED_SYNCS = {"fp32": 0, "fp16-adamw": 0, "fp16-adamw-fused": 1, "ga4": 0}
+ALLOWED_ADDED_SYNCS = {"fp32": 0, "fp16-adamw": 0, "fp16-adamw-fused": 1, "ga4": 0, "cls-ga4": 0}
 
 
 def _context(fake):
