@@ -63,7 +63,11 @@ BASE_LABELS = {
     "fixed-differently": "fixed upstream",
 }
 # Tests that start several processes, or need several devices (by their source).
-MULTI_PROCESS = re.compile(r"nproc_per_node|torch\.distributed\.run|torchrun|execute_subprocess_async|mp\.spawn")
+# accelerate's `debug_launcher` / `notebook_launcher` start the processes in the test itself (accelerate 0002).
+MULTI_PROCESS = re.compile(
+    r"nproc_per_node|torch\.distributed\.run|torchrun|execute_subprocess_async|mp\.spawn"
+    r"|\b(?:debug|notebook)_launcher\(|\bstart_processes\("
+)
 MULTI_DEVICE = re.compile(r"require_(?:torch_)?multi_(?:gpu|accelerator|device)|require_multi_(?:gpu|device)")
 HIDES_GPUS = re.compile(r"CUDA_VISIBLE_DEVICES[\"']?\s*[:=]\s*[\"'][\"']")
 

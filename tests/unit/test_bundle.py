@@ -2,16 +2,21 @@
 and the archive itself (reproducible, every file's sha256 in bundle.json, nothing half-written)."""
 
 import hashlib
+import importlib.util
 import io
 import json
 import os
 import tarfile
+from pathlib import Path
 
 import pytest
-from seriestool import bundle
+from seriestool import bundle, patchfile
 from seriestool.errors import SeriesError
 
 from .conftest import commit
+
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 TESTS = """\
@@ -166,3 +171,29 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _runner():
+    """scripts/run_gpu_checks.py, loaded as the GPU machine runs it (a file on its own, not a package module)."""
+    spec = importlib.util.spec_from_file_location("run_gpu_checks_unit", ROOT / "scripts" / "run_gpu_checks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_runner_lists_the_debug_launcher_test_of_accelerate_0002(tmp_path):
+    # before: `multi_process: []` in gpu-checks.json (the 2-process test starts them with accelerate's
+    # `debug_launcher`, which the runner did not recognise); after: it is listed, needing no GPU.
+    runner = _runner()
+    (patch_path,) = sorted((ROOT / "patches" / "accelerate").glob("0002-*.patch"))
+    (rel,) = patchfile.read(patch_path).added("tests/")
+    added = patch_path.read_text(encoding="utf-8").split(f"+++ b/{rel}\n", 1)[1].split("\ndiff --git ", 1)[0]
+    source = "".join(line[1:] + "\n" for line in added.splitlines() if line.startswith("+"))
+    (tmp_path / "stage" / rel).parent.mkdir(parents=True)
+    (tmp_path / "stage" / rel).write_text(source, encoding="utf-8")
+    patches = [{"name": patch_path.name, "stage": "stage", "test_files": [rel]}]
+    found = runner.multi_process_tests(tmp_path, {"targets": [{"name": "accelerate", "patches": patches}]})
+    listed = [(entry["test"], entry["needs_gpus"]) for entry in found]
+    assert listed == [("test_two_processes_end_the_pass_together", 0)]
+    assert not runner.MULTI_PROCESS.search("def test_x(self):\n    options = debug_launcher_options\n")
