@@ -1,4 +1,5 @@
-"""What `verify` leaves behind besides its exit status and its output: the last report per target (for `pr`)."""
+"""What `verify` leaves behind besides its exit status and its output: the last report per target (for `pr`), and
+the last one per target and base (for `checkout` and `branches`, which judge a base by the verify made on it)."""
 
 import json
 import os
@@ -12,26 +13,42 @@ from .statuses import Verdict
 
 
 def last_path(work: str | Path, target: str) -> Path:
+    """The last report of `target`, on whatever base it was verified (`pr` reads it)."""
     return Path(work) / "reports" / f"verify-{target}.json"
 
 
+def base_path(work: str | Path, target: str, commit: str) -> Path:
+    """The last report of `target` verified on the base commit `commit` (the pinned sdist's tree, a fork's HEAD):
+    a verify on another base leaves it alone."""
+    return Path(work) / "reports" / "bases" / f"verify-{target}-{commit}.json"
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def save_last(work: str | Path, report: dict[str, Any]) -> None:
-    """Keep the report of each target verified in `<work>/reports/verify-<target>.json` (for `pr`).
+    """Keep the report of each target verified in `<work>/reports/verify-<target>.json` (for `pr`), and once more
+    per base in `<work>/reports/bases/verify-<target>-<base commit>.json`, so that a verify on the sdist does not
+    erase what one on a fork found (which `branches` and `checkout` read for that fork).
 
     A run that checked only some patches (`--patch`) keeps, for the others, the results of the saved report
     when they are for the same patch file, base, device and interpreter: `pr` still finds them."""
     for target in report["targets"]:
         part = dict(report, targets=[target], patches=[p for p in report["patches"] if p["target"] == target["name"]])
         part["upstream_tests"] = [u for u in report.get("upstream_tests", []) if u["target"] == target["name"]]
-        part["patches"] = _keep_earlier_results(part, load_last(work, target["name"]))
+        commit = target.get("base", {}).get("commit")
+        earlier = load_base(work, target["name"], commit) if commit else None
+        part["patches"] = _keep_earlier_results(part, earlier or load_last(work, target["name"]))
         part["ok"] = all(Verdict(p["verdict"]).passed for p in part["patches"]) and all(
             u["ok"] for u in part["upstream_tests"]
         )
-        path = last_path(work, target["name"])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(part, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        _write(last_path(work, target["name"]), part)
+        if commit:
+            _write(base_path(work, target["name"], commit), part)
 
 
 def _same_setup(new: dict[str, Any], old: Any) -> bool:
@@ -65,12 +82,27 @@ def _keep_earlier_results(part: dict[str, Any], old: Any) -> list[dict[str, Any]
     return merged
 
 
-def load_last(work: str | Path, target: str) -> Any:
-    """The last report `verify` wrote for `target`, or None."""
+def _load(path: Path) -> Any:
     try:
-        return json.loads(last_path(work, target).read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def load_last(work: str | Path, target: str) -> Any:
+    """The last report `verify` wrote for `target`, or None."""
+    return _load(last_path(work, target))
+
+
+def load_base(work: str | Path, target: str, commit: str) -> Any:
+    """The last report `verify` wrote for `target` on the base `commit`, or None. A work folder from before reports
+    were kept per base has only the last report: it is taken when it is for that base."""
+    report = _load(base_path(work, target, commit))
+    if report is None:
+        last = load_last(work, target)
+        if last and last.get("targets") and last["targets"][0].get("base", {}).get("commit") == commit:
+            report = last
+    return report
 
 
 @dataclass
@@ -86,8 +118,9 @@ class Judgement:
 def judged(work: str | Path, target: Target, base_commit: str) -> dict[str, "Judgement"]:
     """{patch name: Judgement} from the last verify report of `target` when it was made on the base
     `base_commit`, for the patches whose file is still the one it judged (and every earlier one too: a patch's
-    placement depends on those before it). Empty when there is no such report."""
-    report = load_last(work, target.name)
+    placement depends on those before it). Empty when there is no such report (a verify on another base since,
+    the pinned sdist or another fork, does not replace it)."""
+    report = load_base(work, target.name, base_commit)
     if not report or not report.get("targets") or report["targets"][0]["base"].get("commit") != base_commit:
         return {}
     found: dict[str, Judgement] = {}

@@ -47,7 +47,8 @@ def test_save_and_load(tmp_path):
     saved = _save(tmp_path, _report(FULL))
     assert reports.last_path(tmp_path, "fake") == tmp_path / "reports" / "verify-fake.json"
     assert saved == dict(_report(FULL), ok=False)
-    assert [p.name for p in (tmp_path / "reports").iterdir()] == ["verify-fake.json"]
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["bases", "verify-fake.json"]
+    assert reports.load_base(tmp_path, "fake", "c1") == saved
     assert reports.load_last(tmp_path, "other") is None
     reports.last_path(tmp_path, "broken").write_text("{", encoding="utf-8")
     assert reports.load_last(tmp_path, "broken") is None
@@ -185,8 +186,35 @@ def test_what_the_last_verify_judged_on_a_base(tmp_path):
 def test_a_report_without_targets_or_date_judges(tmp_path):
     target, _, names = _judged_setup(tmp_path)
     report = reports.load_last(tmp_path, "fake")
-    reports.last_path(tmp_path, "fake").write_text(json.dumps(dict(report, targets=[])), encoding="utf-8")
+    path = reports.base_path(tmp_path, "fake", "c1")
+    path.write_text(json.dumps(dict(report, targets=[])), encoding="utf-8")
     assert reports.judged(tmp_path, target, "c1") == {}
     del report["date"]
-    reports.last_path(tmp_path, "fake").write_text(json.dumps(report), encoding="utf-8")
+    path.write_text(json.dumps(report), encoding="utf-8")
     assert reports.judged(tmp_path, target, "c1")[names[0]].date == ""
+
+
+def test_a_verify_on_the_sdist_keeps_what_the_one_on_a_fork_judged(tmp_path):
+    # before: one report per target, so the sdist's verify erased the fork's and `branches`/`checkout` on the fork
+    # no longer knew that 0003 was fixed upstream differently there; after: one report per target and base.
+    target, _, names = _judged_setup(tmp_path)  # the fork's verify, on base c1
+    sdist = [dict(_patch(name, Verdict.OK, base_status="clean")) for name in names]
+    reports.save_last(tmp_path, _report(sdist, commit="s1", date="2026-01-03T00:00:00Z"))
+    assert reports.load_last(tmp_path, "fake")["targets"][0]["base"]["commit"] == "s1"  # `pr` reads the last one
+    assert reports.judged(tmp_path, target, "c1")[names[2]].base_status == "fixed-differently"
+    assert reports.load_base(tmp_path, "fake", "s1")["date"] == "2026-01-03T00:00:00Z"
+    assert reports.base_path(tmp_path, "fake", "c1").is_file() and reports.base_path(tmp_path, "fake", "s1").is_file()
+
+
+def test_a_report_of_before_the_per_base_reports_still_judges_its_base(tmp_path):
+    target, _, names = _judged_setup(tmp_path)
+    reports.base_path(tmp_path, "fake", "c1").unlink()  # a work folder from before: only verify-fake.json
+    assert names[2] in reports.judged(tmp_path, target, "c1")
+    assert reports.judged(tmp_path, target, "s1") == {} and reports.load_base(tmp_path, "fake", "s1") is None
+
+
+def test_a_patch_run_on_one_base_keeps_the_results_of_that_base_after_a_run_on_another(tmp_path):
+    _save(tmp_path, _report(FULL, commit="c1"))
+    _save(tmp_path, _report(FULL[:1], commit="s1"))
+    saved = _save(tmp_path, _report(ONLY_2, commit="c1", date="2026-01-02T00:00:00Z"))
+    assert [p["verdict"] for p in saved["patches"]] == [Verdict.OK, Verdict.OK, Verdict.OK]

@@ -26,7 +26,8 @@ assertion failures: red) and with it (they must pass: green); ruff check and ruf
 the Python files it touches. The outcome of an identical earlier pytest run is reused (--no-cache runs
 everything). --repeat N runs each green stage (and the companion stage) N times afresh: a test that fails
 in some runs and passes in others is flaky, a failure of its own. Prints a table and the problems, writes
-<work>/reports/verify-<target>.json (for `pr`).
+<work>/reports/verify-<target>.json (for `pr`) and, per base, <work>/reports/bases/ (for `checkout` and
+`branches`).
 
 examples:
   python3 scripts/series.py verify                                  # the whole series, on CPU
