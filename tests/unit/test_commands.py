@@ -1,10 +1,17 @@
 """Helpers of the command modules that decide before any work is done: bad input as one line, nothing made."""
 
+import argparse
 import os
 
 import pytest
-from seriestool.commands import checkout
+from seriestool import reports
+from seriestool.commands import apply, checkout
+from seriestool.context import Context
+from seriestool.digests import sha256_file
 from seriestool.errors import SeriesError
+from seriestool.git import Repo
+
+from .conftest import commit, make_patch
 
 
 def test_a_checkout_folder_that_cannot_be_made_is_one_line_not_an_errno(tmp_path):
@@ -21,3 +28,73 @@ def test_a_checkout_folder_that_cannot_be_made_is_one_line_not_an_errno(tmp_path
     staging = checkout.make_staging(tmp_path / "sub" / "co")
     assert staging.parent == tmp_path / "sub" and staging.name.startswith(".co.")
     os.rmdir(staging)
+
+
+def _apply_setup(tmp_path, monkeypatch):
+    """A clone whose HEAD changed `core.py` its own way since the base two patches were made on (the second one
+    conflicts there), a manifest listing them and a work folder."""
+    for key, value in {"NAME": "T", "EMAIL": "t@example.invalid"}.items():
+        monkeypatch.setenv(f"GIT_AUTHOR_{key}", value)
+        monkeypatch.setenv(f"GIT_COMMITTER_{key}", value)
+    clone = Repo.init(tmp_path / "clone")
+    commit(clone, {"one.py": "one = 1\n", "core.py": "def add(a, b):\n    return 0\n"}, "base")
+    folder = tmp_path / "patches" / "fake"
+    folder.mkdir(parents=True)
+    names = ["0001-one.patch", "0002-core.patch"]
+    changes = [("one", {"one.py": "one = 11\n"}), ("core", {"core.py": "def add(a, b):\n    return a + b\n"})]
+    for name, (subject, files) in zip(names, changes, strict=True):
+        make_patch(clone, files, subject, tmp_path / "made").rename(folder / name)
+    commit(clone, {"core.py": "def add(a, b):\n    return sum((a, b))\n"}, "upstream fixed add its own way")
+    (tmp_path / "patches" / "series.toml").write_text(
+        '[targets.fake]\npackage = "fakepkg"\nversion = "1.0"\nsha256 = "' + "a" * 64 + '"\n'
+        'git_url = "https://example.invalid/fakepkg.git"\ntests = "tests/"\n'
+        "patches = [" + ", ".join(f'"{name}"' for name in names) + "]\n",
+        encoding="utf-8",
+    )
+    args = argparse.Namespace(
+        repo=str(clone.path),
+        branch=None,
+        target=None,
+        work=str(tmp_path / "work"),
+        manifest=str(tmp_path / "patches" / "series.toml"),
+    )
+    return clone, folder, names, args
+
+
+def test_apply_leaves_out_a_patch_the_last_verify_on_that_head_found_fixed_differently(tmp_path, monkeypatch, capsys):
+    clone, folder, names, args = _apply_setup(tmp_path, monkeypatch)
+    head = clone.head()
+    with pytest.raises(SeriesError, match="patch 0002-core.patch does not apply"):
+        apply.run(args, Context(args))
+    assert clone.head() == head and not clone.branch_exists("series/fake")
+    # `verify --base path:CLONE` found 0002 fixed upstream differently (its tests pass on the clone without it).
+    patches = [
+        {
+            "name": name,
+            "target": "fake",
+            "verdict": verdict,
+            "base_status": status,
+            "sha256": sha256_file(folder / name),
+        }
+        for name, verdict, status in zip(names, ["ok", "upstream"], ["clean", "fixed-differently"], strict=True)
+    ]
+    reports.save_last(
+        args.work,
+        {
+            "schema_version": 2,
+            "date": "2026-01-01T00:00:00Z",
+            "targets": [{"name": "fake", "base": {"commit": head}}],
+            "patches": patches,
+            "upstream_tests": [],
+        },
+    )
+    capsys.readouterr()
+    # before: the same `does not apply` as without the report (checkout and branches left 0002 out);
+    # after: 0002 is left out, and named.
+    assert apply.run(args, Context(args)) == 0
+    out = capsys.readouterr().out
+    assert "0002-core.patch  left out: fixed upstream differently, as the verify of 2026-01-01T00:00:00Z found" in out
+    assert out.rstrip().endswith(
+        "branch series/fake: 1 applied, 0 already present, 1 left out (fixed upstream differently)"
+    )
+    assert clone.out("log", "--format=%s %P", "-1", "series/fake") == f"one {head}"

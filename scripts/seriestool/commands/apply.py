@@ -2,13 +2,14 @@
 
 import argparse
 
-from .. import prtemplate
+from .. import prtemplate, reports
 from ..am import am_failure, check_patches
 from ..clone import blocking_branch, open_clean_clone
 from ..context import Context
 from ..errors import SeriesError
 from ..git import Repo
 from ..placement import landed
+from ..statuses import BaseStatus
 
 
 NAME = "apply"
@@ -17,8 +18,10 @@ DESCRIPTION = f"""\
 {HELP}.
 
 The clone must have a clean work tree. Patches its HEAD already holds (landed upstream) are skipped;
-the others go in with `git am --3way`, one commit each, on a new branch. When one does not apply, the
-clone is left exactly as it was (branch deleted, original branch checked out).
+the others go in with `git am --3way`, one commit each, on a new branch. A patch that does not apply is
+left out when the last `verify` on this HEAD (`verify --base path:CLONE`) found it fixed upstream
+differently, as `checkout` and `branches` do. When another one does not apply, the clone is left exactly
+as it was (branch deleted, original branch checked out).
 
 example:
   python3 scripts/series.py apply --repo ~/src/transformers --branch my-series
@@ -65,6 +68,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     # What the clone already holds, as a stack: after k pull requests landed upstream, patches 1..k are
     # there even where later patches rewrote lines that earlier ones added.
     present = landed(repo, head, target.patch_paths(), ctx.work_dir())
+    # What the last verify on this HEAD found, as `checkout` and `branches` read it.
+    judged = reports.judged(ctx.work, target, head)
     original = repo.current_branch() or head
     repo.run("checkout", "--quiet", "-b", branch)
     results: list = []
@@ -80,6 +85,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 results.append((name, "applied", []))
                 continue
             files = am_failure(repo, patch, proc)
+            verdict = judged.get(name)
+            if verdict is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
+                why = f"left out: fixed upstream differently, as the verify of {verdict.date} found"
+                results.append((name, why, []))
+                continue
             results.append((name, "conflict", files))
             failed = name
             break
@@ -97,7 +107,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if failed:
         raise SeriesError(f"patch {failed} does not apply to {repo.path}; nothing was changed (still on {original})")
     applied = sum(1 for _, state, _ in results if state == "applied")
-    ctx.out(f"branch {branch}: {applied} applied, {len(results) - applied} already present")
+    present_count = sum(1 for _, state, _ in results if state == "already present")
+    left = len(results) - applied - present_count
+    left_out = f", {left} left out (fixed upstream differently)" if left else ""
+    ctx.out(f"branch {branch}: {applied} applied, {present_count} already present{left_out}")
     return 0
 
 
