@@ -1,5 +1,6 @@
 """The pytest and ruff runs of `verify`: each in its own process group, its output in a log file."""
 
+import json
 import os
 import signal
 import subprocess
@@ -303,26 +304,58 @@ def combine_runs(runs: Sequence[PytestRun], outcomes: Iterable[Mapping[str, str]
     )
 
 
-def run_style(python: StrPath, repo_dir: StrPath, files: Sequence[str]) -> Style:
-    """ruff check and ruff format --check on `files`, from the checkout root (its own config)."""
+def _ruff(
+    python: StrPath, repo_dir: StrPath, args: Sequence[str], stdin: str | None = None
+) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run(
+        [str(python), "-m", "ruff", *args],
+        cwd=repo_dir,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+    )
+
+
+def _findings(proc: "subprocess.CompletedProcess[str]", texts: Mapping[str, str], repo_dir: StrPath) -> list[Any]:
+    """[(path, (code, message, the line's text), the finding as `path:row:col: CODE message`)] of a JSON
+    `ruff check` of the files `texts` holds ({path: text})."""
+    try:
+        entries = json.loads(proc.stdout or "[]")
+    except ValueError:
+        return []
+    found = []
+    root = Path(repo_dir).resolve()
+    for entry in entries:
+        path = Path(entry.get("filename") or "")
+        rel = path.resolve().relative_to(root).as_posix() if path.resolve().is_relative_to(root) else str(path)
+        row = (entry.get("location") or {}).get("row") or 0
+        lines = texts.get(rel, "").splitlines()
+        line = lines[row - 1].strip() if 0 < row <= len(lines) else ""
+        code, message = entry.get("code") or "", entry.get("message") or ""
+        col = (entry.get("location") or {}).get("column") or 0
+        found.append((rel, (code, message, line), f"{rel}:{row}:{col}: {code + ' ' if code else ''}{message}"))
+    return found
+
+
+def _reformatted(proc: "subprocess.CompletedProcess[str]") -> Counter[str]:
+    """The lines `ruff format --diff` would rewrite (its `-` lines), counted."""
+    return Counter(
+        line[1:] for line in proc.stdout.splitlines() if line.startswith("-") and not line.startswith("---")
+    )
+
+
+def run_style(python: StrPath, repo_dir: StrPath, files: Sequence[str], base: str | None = None) -> Style:
+    """ruff check and ruff format --check on `files`, from the checkout root (its own config).
+
+    With `base` (the commit before the patch), only what the patch changes counts: a finding of `ruff check`
+    that the file had at `base` too (same rule, message and line text) and a line `ruff format` would rewrite
+    there too are the base's, not the patch's; they are named in a note but leave the style clean."""
     if not files:
         return Style(clean=True)
-    ruff = [str(python), "-m", "ruff"]
-    check = subprocess.run(
-        [*ruff, "check", "--no-cache", "--", *files],
-        cwd=repo_dir,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    fmt = subprocess.run(
-        [*ruff, "format", "--check", "--no-cache", "--", *files],
-        cwd=repo_dir,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    return Style(
+    check = _ruff(python, repo_dir, ["check", "--no-cache", "--", *files])
+    fmt = _ruff(python, repo_dir, ["format", "--check", "--no-cache", "--", *files])
+    style = Style(
         clean=check.returncode == 0 and fmt.returncode == 0,
         files=list(files),
         check_exit=check.returncode,
@@ -330,3 +363,61 @@ def run_style(python: StrPath, repo_dir: StrPath, files: Sequence[str]) -> Style
         format_exit=fmt.returncode,
         format_output=(fmt.stdout + fmt.stderr).strip(),
     )
+    if style.clean or base is None:
+        return style
+    repo = Repo(repo_dir, isolated=True)
+    before: dict[str, str] = {}
+    for path in files:
+        shown = repo.run("show", f"{base}:{path}", check=False)
+        if shown.returncode == 0:
+            before[path] = shown.stdout
+    if not before:  # every file is new: all of it is the patch's
+        return style
+    if check.returncode == 1:
+        after = {path: (Path(repo_dir) / path).read_text(encoding="utf-8", errors="replace") for path in files}
+        new = _findings(
+            _ruff(python, repo_dir, ["check", "--no-cache", "--output-format=json", "--", *files]), after, repo_dir
+        )
+        old: Counter[tuple[str, tuple[str, str, str]]] = Counter()
+        for path, text in before.items():
+            proc = _ruff(
+                python, repo_dir, ["check", "--no-cache", "--output-format=json", "--stdin-filename", path, "-"], text
+            )
+            old.update((rel, key) for rel, key, _ in _findings(proc, {path: text}, repo_dir))
+        if new:
+            added = []
+            for rel, key, shown_line in new:
+                if old[(rel, key)] > 0:
+                    old[(rel, key)] -= 1
+                else:
+                    added.append(shown_line)
+            kept = len(new) - len(added)
+            note = [f"({kept} finding(s) already in the file(s) before the patch, not counted)"] if kept else []
+            style.check_exit = 1 if added else 0
+            style.check_output = "\n".join(added + note)
+    if fmt.returncode == 1:
+        lines, kept_files = [], []
+        for path in [line.removeprefix("Would reformat: ") for line in fmt.stdout.splitlines()]:
+            if path not in files:  # ruff's summary line
+                continue
+            if path not in before:
+                lines.append(f"Would reformat: {path}")
+                continue
+            was = _ruff(
+                python, repo_dir, ["format", "--diff", "--no-cache", "--stdin-filename", path, "-"], before[path]
+            )
+            changed = _reformatted(_ruff(python, repo_dir, ["format", "--diff", "--no-cache", "--", path]))
+            changed -= _reformatted(was)
+            if was.returncode == 0 or changed:
+                lines.append(
+                    f"Would reformat: {path}" + (f" ({changed.total()} line(s) of the patch)" if changed else "")
+                )
+            else:
+                kept_files.append(path)
+        note = [
+            f"(not formatted before the patch either, and the patch adds nothing to that: {', '.join(kept_files)})"
+        ]
+        style.format_exit = 1 if lines else 0
+        style.format_output = "\n".join(lines + (note if kept_files else []))
+    style.clean = style.check_exit == 0 and style.format_exit == 0
+    return style

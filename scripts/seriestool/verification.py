@@ -200,10 +200,10 @@ def verify_target(
                     f"with the patch the tests are {res.green.status}, not green{run_detail(res.green)}"
                 )
         repo.reset_hard(commit)
-        res.style = run_style(python, repo.path, touched_py)
+        res.style = run_style(python, repo.path, touched_py, base=prev)
         ctx.log(f"{where} style: {'clean' if res.style.clean else 'NOT CLEAN'} ({len(touched_py)} file(s))")
         if not res.style.clean:
-            first = (res.style.check_output or res.style.format_output).splitlines()
+            first = (res.style.check_output if res.style.check_exit else res.style.format_output).splitlines()
             res.problems.append(
                 "ruff check / ruff format --check not clean" + (f": {first[0].strip()}" if first else "")
             )

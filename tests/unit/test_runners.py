@@ -236,3 +236,43 @@ def test_parse_junit_counts_and_the_worst_outcome_of_a_test(tmp_path):
         [],
         {},
     )
+
+
+def _ruff_or_skip():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip("needs ruff in this interpreter (run `python3 scripts/series.py selftest`)")
+    return sys.executable
+
+
+LINT_IN_BASE = "import os\nimport sys\n\n\ndef f(a):\n    return a\n"
+FORMAT_IN_BASE = "x=1\n\n\ndef g(b):\n    return b\n"
+
+
+def test_the_style_check_judges_what_the_patch_changes_not_the_lint_of_the_base(repo):
+    python = _ruff_or_skip()
+    base = commit(repo, {"lint.py": LINT_IN_BASE, "fmt.py": FORMAT_IN_BASE, "pyproject.toml": "[tool.ruff]\n"})
+    # The patch edits both files cleanly: the unused imports and `x=1` were there before it.
+    commit(repo, {"lint.py": LINT_IN_BASE + "\n\ndef h(c):\n    return c\n", "fmt.py": FORMAT_IN_BASE + "\n\ny = 2\n"})
+    files = ["lint.py", "fmt.py"]
+    whole = runners.run_style(python, repo.path, files)
+    assert not whole.clean and "F401" in whole.check_output  # before: the base's lint is blamed on the patch
+    style = runners.run_style(python, repo.path, files, base=base)
+    assert style.clean, style  # after: nothing new
+    assert (style.check_exit, style.format_exit) == (0, 0)
+    assert "2 finding(s) already in the file(s) before the patch" in style.check_output
+    assert "not formatted before the patch either" in style.format_output and "fmt.py" in style.format_output
+    # What the patch itself gets wrong still counts: an unused import it adds, a line it leaves unformatted.
+    commit(repo, {"lint.py": "import json\n" + LINT_IN_BASE, "fmt.py": FORMAT_IN_BASE + "z=3\n"})
+    style = runners.run_style(python, repo.path, files, base=base)
+    assert not style.clean
+    assert style.check_output.splitlines()[0] == "lint.py:1:8: F401 `json` imported but unused"
+    assert "Would reformat: fmt.py (1 line(s) of the patch)" in style.format_output
+    # A new file is the patch's alone, and a file clean before it must stay clean.
+    head = commit(repo, {"clean.py": "a = 1\n"})
+    commit(repo, {"new.py": "import os\n", "clean.py": "a=1\n"})
+    style = runners.run_style(python, repo.path, ["new.py", "clean.py"], base=head)
+    assert "new.py:1:8: F401" in style.check_output and "Would reformat: clean.py" in style.format_output
