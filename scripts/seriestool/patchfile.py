@@ -174,3 +174,9 @@ def read(path: str | os.PathLike[str]) -> PatchFile:
         body="\n".join(body).strip("\n"),
         files=parse_diff(lines[index:]),
     )
+
+
+def without_index_lines(text: str) -> str:
+    """A format-patch file's text without its `index <blob>..<blob>` header lines: they name the blobs before and
+    after the patch, which change whenever an earlier patch changes the same file, while the patch does not."""
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("index "))

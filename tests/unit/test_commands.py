@@ -98,3 +98,44 @@ def test_apply_leaves_out_a_patch_the_last_verify_on_that_head_found_fixed_diffe
         "branch series/fake: 1 applied, 0 already present, 1 left out (fixed upstream differently)"
     )
     assert clone.out("log", "--format=%s %P", "-1", "series/fake") == f"one {head}"
+
+
+def test_checkout_replace_refuses_to_throw_away_work_that_was_never_exported(tmp_path, monkeypatch, capsys):
+    clone, folder, names, apply_args = _apply_setup(tmp_path, monkeypatch)
+    clone.reset_hard(f"{clone.head()}^")  # the base the patches were made on
+    dest = tmp_path / "co"
+    args = argparse.Namespace(
+        target=None,
+        dir=str(dest),
+        base=f"path:{clone.path}",
+        replace=False,
+        stop_at_conflict=False,
+        discard_unexported=False,
+        work=apply_args.work,
+        manifest=apply_args.manifest,
+    )
+    assert checkout.run(args, Context(args)) == 0
+    args.replace = True
+    assert checkout.run(args, Context(args)) == 0  # nothing of the user's in it: replaced
+    co = Repo(dest, isolated=True)
+    commit(co, {"one.py": "one = 12\n"}, "mine, not exported")
+    mine = co.head()
+    # before: the checkout was rebuilt and `mine` was gone without a word; after: one line, nothing changed.
+    with pytest.raises(SeriesError) as info:
+        checkout.run(args, Context(args))
+    message = str(info.value)
+    assert f"(commit {mine[:12]} mine, not exported)" in message and "--discard-unexported" in message
+    assert "\n" not in message and co.head() == mine
+    # Exported (the same bytes in patches/fake/): nothing is lost, the checkout is replaced.
+    (path,) = co.format_patch(f"{mine}^..{mine}", tmp_path / "export")
+    path.rename(folder / "0003-mine.patch")
+    assert checkout.unexported_work(dest, folder) == []
+    (folder / "0003-mine.patch").unlink()
+    # Uncommitted changes are work too; --discard-unexported throws it all away, and says so.
+    (dest / "one.py").write_text("one = 13\n", encoding="utf-8")
+    assert [line.split(" ", 2)[0] for line in checkout.unexported_work(dest, folder)] == ["commit", "uncommitted"]
+    args.discard_unexported = True
+    capsys.readouterr()
+    assert checkout.run(args, Context(args)) == 0
+    assert "--discard-unexported: throwing away commit" in capsys.readouterr().err
+    assert Repo(dest, isolated=True).rev(mine) is None

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import base as base_mod
-from .. import reports
+from .. import patchfile, reports
 from ..am import am_series, check_patches
 from ..context import Context
 from ..errors import SeriesError
-from ..git import Repo
+from ..git import FORMAT_PATCH_ARGS, Repo
 from ..manifest import Target
 from ..placement import Placement, landed, place
 from ..preimages import loader
@@ -29,14 +29,17 @@ The base is the pinned sdist (default), a clone's HEAD (path:DIR) or a git ref (
 tagged series/base, and each patch is one commit on the branch `patches`. On a path: or git: base the
 patches go in as `verify` places them: one the base already holds is left out, and so is one that the
 last `verify` on that base found fixed upstream differently; each left out is named. The checkout is
-built in a staging folder and renamed into place, so DIR is either the old or the new one.
+built in a staging folder and renamed into place, so DIR is either the old or the new one. --replace
+refuses a checkout with work that was never exported (a commit whose patch is not in patches/<target>,
+or uncommitted changes): export it first, or pass --discard-unexported to throw it away.
 
 example:
   python3 scripts/series.py checkout --replace
   python3 scripts/series.py checkout --target accelerate --base git:https://github.com/huggingface/accelerate.git@main
 
 exit status: 0 checkout made; 1 --stop-at-conflict and git am stopped at a patch (DIR holds it);
-2 bad input (a patch does not apply, DIR not empty without --replace, ...): nothing changed."""
+2 bad input (a patch does not apply, DIR not empty without --replace, unexported work in DIR, ...):
+nothing changed."""
 NEEDS_GIT = True
 NEEDS_WORK = True
 
@@ -46,6 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", help="destination (default: <work>/checkouts/<target>)")
     p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR (a clone's HEAD) or git:URL@REF")
     p.add_argument("--replace", action="store_true", help="replace an existing non-empty DIR")
+    p.add_argument(
+        "--discard-unexported",
+        action="store_true",
+        help="with --replace: throw away commits and changes in DIR that were never exported",
+    )
     p.add_argument(
         "--stop-at-conflict",
         action="store_true",
@@ -58,6 +66,52 @@ def check_destination(dest: Path, replace: bool) -> None:
         raise SeriesError(f"{dest} exists and is not a folder")
     if dest.is_dir() and any(dest.iterdir()) and not replace:
         raise SeriesError(f"{dest} exists and is not empty; pass --replace to rebuild it")
+
+
+# The commit `checkout` left the checkout at: the commits up to it are the patches, those after it are the user's.
+MADE_REF = "refs/series/checkout"
+
+
+def unexported_work(dest: Path, patch_dir: Path) -> list[str]:
+    """What replacing the checkout `dest` would throw away that patches/ does not hold: one line per commit (on
+    any branch or HEAD) that `checkout` did not make and whose patch (`export`'s bytes, `index` lines aside) is
+    not a file in `patch_dir`, then uncommitted changes to tracked files (outside a stopped `git am` or
+    rebase, whose conflicts are expected). Empty for a folder that is not a checkout made by `checkout`."""
+    repo = Repo(dest, isolated=True)
+    if not (dest / ".git").is_dir() or not repo.is_work_tree() or repo.rev(base_mod.BASE_TAG) is None:
+        return []
+    made = [MADE_REF] if repo.rev(MADE_REF) else []  # a checkout from before the ref: every commit after the base
+    tips = ["--branches"] + (["HEAD"] if repo.rev("HEAD") else [])
+    commits = repo.out("rev-list", "--reverse", *tips, "--not", base_mod.BASE_TAG, *made).split()
+    exported = {
+        patchfile.without_index_lines(path.read_text(encoding="utf-8", errors="replace"))
+        for path in patch_dir.glob("*.patch")
+    }
+    found = []
+    for commit in commits:
+        text = repo.run("format-patch", *FORMAT_PATCH_ARGS, "--stdout", "-1", commit).stdout
+        if patchfile.without_index_lines(text) not in exported:
+            found.append(f"commit {commit[:12]} {repo.out('log', '-1', '--format=%s', commit)}")
+    if not repo.operation_in_progress():
+        dirty = [line[3:] for line in repo.status() if not line.startswith("??")]
+        if dirty:
+            found.append(f"uncommitted changes ({dirty[0]}{f', {len(dirty)} files' if len(dirty) > 1 else ''})")
+    return found
+
+
+def check_unexported(dest: Path, target: Target, discard: bool, log: Callable[[str], None]) -> None:
+    """Bad input when replacing `dest` would throw away work that was never exported, unless `discard`."""
+    lost = unexported_work(dest, target.patch_dir)
+    if not lost:
+        return
+    if discard:
+        log(f"--discard-unexported: throwing away {'; '.join(lost)}")
+        return
+    more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+    raise SeriesError(
+        f"{dest} holds work that is not in {target.patch_dir} ({lost[0]}{more}): export it first "
+        f"(series.py export --target {target.name}), or pass --discard-unexported to throw it away; nothing changed"
+    )
 
 
 def make_staging(dest: Path) -> Path:
@@ -101,6 +155,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     dest = Path(args.dir).resolve() if args.dir else ctx.checkout_dir(target)
     clean_leftovers(dest, ctx.log)
     check_destination(dest, args.replace)
+    if args.replace:
+        check_unexported(dest, target, args.discard_unexported, ctx.log)
     staging = make_staging(dest)
     try:
         repo_dir = staging / "repo"
@@ -119,6 +175,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 # A moved pin: the 3-way merge needs the blobs the patches were made against (an earlier sdist).
                 loader(repo, target, ctx.downloads, ctx.log)()
                 failed, files = am_series(repo, target, names, keep=args.stop_at_conflict)
+        repo.run("update-ref", MADE_REF, "HEAD")
         markers = bool(failed) and bool(repo.unmerged_paths())
         where = f" ({', '.join(files)})" if files else ""
         if failed and not args.stop_at_conflict:
