@@ -1,7 +1,8 @@
 """Command line of `scripts/series.py`: a registry of the command modules in `commands/`.
 
 Each command module has NAME, HELP (one line), DESCRIPTION (what it does, an example, its exit codes),
-`add_arguments(parser)` and `run(args, ctx)`; NEEDS_GIT and NEEDS_WORK say what `main` checks first.
+`add_arguments(parser)` and `run(args, ctx)`; NEEDS_GIT and NEEDS_WORK say what `main` checks first, LOCKS_WORK
+whether the command holds the work folder's lock while it runs (it writes shared state there).
 Only this module imports the command modules.
 """
 
@@ -101,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _need_git()
         if module.NEEDS_WORK:
             ctx.work_dir()
+        if module.LOCKS_WORK:
+            ctx.lock_work(module.NAME)
         return module.run(args, ctx)
     except (SeriesError, GitError) as exc:
         print(f"series: error: {exc}", file=sys.stderr)
@@ -113,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("series: error: interrupted", file=sys.stderr)
         return 130
     finally:
+        ctx.unlock_work()
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)
             if previous_int == signal.SIG_IGN:

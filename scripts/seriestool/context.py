@@ -1,9 +1,11 @@
 """Where things live for one invocation of the tool, and how it talks to the user."""
 
 import argparse
+import fcntl
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from . import manifest as manifest_mod
@@ -28,6 +30,7 @@ class Context:
         self.requirements = Path(os.environ.get("SERIES_REQUIREMENTS") or REQUIREMENTS).resolve()
         self._manifest: manifest_mod.Manifest | None = None
         self._work_ok = False
+        self._lock: int | None = None
 
     @property
     def manifest(self) -> manifest_mod.Manifest:
@@ -51,6 +54,33 @@ class Context:
                 ) from None
             self._work_ok = True
         return self.work
+
+    def lock_work(self, command: str) -> None:
+        """Hold `<work>/.lock` (flock, exclusive) until `unlock_work` or the process ends: a second run of a command
+        that writes the work folder's shared state (scratch checkouts, logs, reports, the venv) stops at once, in
+        one line naming the run that holds it, instead of writing the same files."""
+        path = self.work_dir() / ".lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "pid unknown"
+            os.close(fd)
+            raise SeriesError(
+                f"the work folder {self.work} is in use by another series.py run ({holder}); wait for it to end, "
+                "or give this run its own work folder with --work DIR (or $SERIES_WORK)"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{command}, pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}".encode())
+        self._lock = fd
+
+    def unlock_work(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the file drops the lock
+            self._lock = None
 
     def checkout_dir(self, target: manifest_mod.Target) -> Path:
         """The default checkout of `target` (`checkout`, `export`, `python`)."""

@@ -1,5 +1,6 @@
 """The pinned Python environment the tests and ruff run in."""
 
+import fcntl
 import json
 import os
 import platform
@@ -64,7 +65,8 @@ def ensure_venv(work: str | Path, requirements: str | Path, *, log: Callable[[st
     """Return the interpreter of `<work>/venv-<key>`, building it first when needed.
 
     The marker file is written only after a successful install, so a half-built venv (interrupted
-    or failed install) is removed and rebuilt on the next run.
+    or failed install) is removed and rebuilt on the next run. Two runs that need it at once (`selftest` beside
+    `verify`) build it once: the second waits for the first (`<work>/.venv-<key>.lock`), then uses it.
     """
     requirements = Path(requirements)
     key = venv_key(requirements)
@@ -72,6 +74,21 @@ def ensure_venv(work: str | Path, requirements: str | Path, *, log: Callable[[st
     python = venv_python(venv_dir)
     if (venv_dir / MARKER).is_file() and python.exists():
         return python
+    Path(work).mkdir(parents=True, exist_ok=True)
+    with open(Path(work) / f".venv-{key}.lock", "ab") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"venv: another run is building {venv_dir}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv_dir / MARKER).is_file() and python.exists():
+            return python
+        return _build_venv(work, requirements, key, venv_dir, python, log)
+
+
+def _build_venv(
+    work: str | Path, requirements: Path, key: str, venv_dir: Path, python: Path, log: Callable[[str], None]
+) -> Path:
     if venv_dir.exists():
         log(f"removing incomplete virtualenv {venv_dir}")
         shutil.rmtree(venv_dir)

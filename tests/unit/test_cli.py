@@ -1,6 +1,7 @@
 """cli.py: every command's help, usage errors as one line, and how `main` turns errors into exit codes; the pytest
 command line of `selftest`."""
 
+import argparse
 import signal
 import types
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from seriestool import cli
 from seriestool.commands import selftest
+from seriestool.context import Context
 from seriestool.errors import SeriesError
 from seriestool.git import GitError
 
@@ -70,7 +72,7 @@ def command(monkeypatch, tmp_path):
     """`selftest` with its run replaced: returns the list of what each run does."""
     calls = []
 
-    def install(action, *, needs_git=False, needs_work=False):
+    def install(action, *, needs_git=False, needs_work=False, locks_work=False):
         def run(args, ctx):
             calls.append((args, ctx))
             return action()
@@ -78,6 +80,7 @@ def command(monkeypatch, tmp_path):
         monkeypatch.setattr(selftest, "run", run)
         monkeypatch.setattr(selftest, "NEEDS_GIT", needs_git)
         monkeypatch.setattr(selftest, "NEEDS_WORK", needs_work)
+        monkeypatch.setattr(selftest, "LOCKS_WORK", locks_work)
         return calls
 
     return install
@@ -254,3 +257,19 @@ def test_selftest_is_the_quick_suite_unless_full(tmp_path):
     parsed = cli.build_parser().parse_args(["selftest", "--full", "--", "-x"])
     assert parsed.full and parsed.pytest_args == ["--", "-x"]
     assert not cli.build_parser().parse_args(["selftest"]).full
+
+
+def test_a_second_run_on_one_work_folder_stops_in_one_line(capsys, command, tmp_path):
+    # before: two runs of a stage on one .work/ wrote the same scratch checkout, logs and reports;
+    # after: the second one stops at once, naming the first; the lock goes with the run that holds it.
+    work = tmp_path / "work"
+    calls = command(lambda: 0, needs_work=True, locks_work=True)
+    first = Context(argparse.Namespace(work=str(work), manifest=None))
+    first.lock_work("verify")
+    assert cli.main(["--work", str(work), "selftest"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"series: error: the work folder {work} is in use by another series.py run (verify, pid ")
+    assert err.count("\n") == 1 and "--work DIR" in err and calls == []
+    first.unlock_work()
+    assert cli.main(["--work", str(work), "selftest"]) == 0 and len(calls) == 1
+    assert cli.main(["--work", str(work), "selftest"]) == 0 and len(calls) == 2  # released at the end of a run

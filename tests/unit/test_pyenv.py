@@ -1,8 +1,10 @@
 """pyenv.py without building a venv: the one interpreter probe, its checks, the venv key and pip's error line."""
 
+import fcntl
 import json
 import stat
 import sys
+import threading
 
 import pytest
 from seriestool import pyenv
@@ -106,3 +108,31 @@ def test_interpreter_given(tmp_path):
     with pytest.raises(SeriesError) as info:
         pyenv.interpreter(tmp_path, tmp_path / "r.txt", str(tmp_path / "nope"))
     assert str(info.value) == f"--python {tmp_path / 'nope'} does not exist"
+
+
+def test_a_second_run_waits_for_the_venv_another_one_is_building(tmp_path, monkeypatch):
+    # before: a run that found the venv without its marker removed it while the other run was installing it;
+    # after: it waits for that run, then uses the venv it built.
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pytest==9.2.0\n", encoding="utf-8")
+    key = pyenv.venv_key(requirements)
+    venv = tmp_path / f"venv-{key}"
+    built = []
+    monkeypatch.setattr(pyenv, "_build_venv", lambda *args: built.append(args))
+    logged, got = [], []
+    with open(tmp_path / f".venv-{key}.lock", "ab") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the first run, installing
+        waiter = threading.Thread(
+            target=lambda: got.append(pyenv.ensure_venv(tmp_path, requirements, log=logged.append))
+        )
+        waiter.start()
+        for _ in range(200):
+            if logged:
+                break
+            threading.Event().wait(0.01)
+        assert logged == [f"venv: another run is building {venv}; waiting for it"] and not got
+        pyenv.venv_python(venv).parent.mkdir(parents=True)
+        pyenv.venv_python(venv).write_text("", encoding="utf-8")
+        (venv / pyenv.MARKER).write_text("{}", encoding="utf-8")
+    waiter.join(10)
+    assert got == [pyenv.venv_python(venv)] and built == []

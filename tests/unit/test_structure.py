@@ -113,6 +113,7 @@ def test_every_command_module_is_registered_and_complete():
         assert callable(module.add_arguments) and callable(module.run)
         assert "example" in module.DESCRIPTION and "exit status" in module.DESCRIPTION, module.NAME
         assert isinstance(module.NEEDS_GIT, bool) and isinstance(module.NEEDS_WORK, bool)
+        assert isinstance(module.LOCKS_WORK, bool) and (module.NEEDS_WORK or not module.LOCKS_WORK), module.NAME
 
 
 def test_the_cycle_finder_finds_one():

@@ -30,6 +30,7 @@ exit status: 0 branch made; 2 bad input (dirty clone, existing branch, a patch t
 nothing changed."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -27,6 +27,7 @@ example:
 exit status: 0 host syncs within budget; 1 the series adds host syncs over the budget; 2 bad input."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

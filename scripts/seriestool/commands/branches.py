@@ -46,6 +46,7 @@ exit status: 0 branches made; 2 bad input (dirty clone, unknown ref, a patch tha
 that is not ours): no branch made or moved."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = True
 
 REFLOG_MESSAGE = "series.py branches"
 

@@ -36,6 +36,7 @@ exit status: 0 written; 2 bad input (--out not writable, a patch that does not a
 missing from the venv): nothing is written."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

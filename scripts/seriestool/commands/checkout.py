@@ -42,6 +42,7 @@ exit status: 0 checkout made; 1 --stop-at-conflict and git am stopped at a patch
 nothing changed."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

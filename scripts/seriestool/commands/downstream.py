@@ -46,6 +46,7 @@ difference, or a scenario that could not run (crashed, timed out); 2 bad input o
 interrupted."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -28,6 +28,7 @@ example:
 exit status: 0 exported; 2 bad input (not a checkout made by `checkout`, uncommitted changes, ...)."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

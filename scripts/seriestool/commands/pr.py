@@ -50,6 +50,7 @@ example:
 exit status: 0 printed; 2 unknown target or patch, or a patch file that is not a whole patch."""
 NEEDS_GIT = True
 NEEDS_WORK = False
+LOCKS_WORK = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -25,6 +25,7 @@ example:
 exit status: that of Python; 2 bad input (no checkout, no venv)."""
 NEEDS_GIT = False
 NEEDS_WORK = True
+LOCKS_WORK = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -32,6 +32,7 @@ examples:
 exit status: that of pytest (0 all passed, 1 a test failed); 2 nothing collected, or bad environment."""
 NEEDS_GIT = False
 NEEDS_WORK = True
+LOCKS_WORK = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

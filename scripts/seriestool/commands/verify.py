@@ -41,6 +41,7 @@ green, flaky, not ruff-clean, a hidden dependency, an upstream-tests regression)
 environment; 130 interrupted (its pytest runs are stopped)."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
