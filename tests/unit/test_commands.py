@@ -5,7 +5,7 @@ import os
 
 import pytest
 from seriestool import reports
-from seriestool.commands import apply, checkout
+from seriestool.commands import apply, checkout, export
 from seriestool.context import Context
 from seriestool.digests import sha256_file
 from seriestool.errors import SeriesError
@@ -139,3 +139,43 @@ def test_checkout_replace_refuses_to_throw_away_work_that_was_never_exported(tmp
     assert checkout.run(args, Context(args)) == 0
     assert "--discard-unexported: throwing away commit" in capsys.readouterr().err
     assert Repo(dest, isolated=True).rev(mine) is None
+
+
+def test_export_counts_the_patches_whose_index_lines_alone_changed(tmp_path, capsys):
+    lines = [f"line{number} = {number}\n" for number in range(1, 31)]
+    co = Repo.init(tmp_path / "co")
+    co.run("tag", "series/base", commit(co, {"core.py": "".join(lines)}, "base"))
+
+    def series(first):
+        co.reset_hard("series/base")
+        now = list(lines)
+        for number, text in [(1, first), (12, "twelve = 12\n"), (24, "twenty_four = 24\n")]:
+            now[number - 1] = text
+            commit(co, {"core.py": "".join(now)}, f"change line {number}")
+
+    series("one = 1\n")
+    patches = tmp_path / "patches"
+    (patches / "fake").mkdir(parents=True)
+    (patches / "series.toml").write_text(
+        '[targets.fake]\npackage = "fakepkg"\nversion = "1.0"\nsha256 = "' + "a" * 64 + '"\n'
+        'git_url = "https://example.invalid/fakepkg.git"\ntests = "tests/"\npatches = []\n',
+        encoding="utf-8",
+    )
+    args = argparse.Namespace(
+        target=None, dir=str(co.path), work=str(tmp_path / "work"), manifest=str(patches / "series.toml")
+    )
+    assert export.run(args, Context(args)) == 0
+    tracked = Repo.init(patches)
+    tracked.commit_all("exported", date="2001-01-01T00:00:00+0000")
+    capsys.readouterr()
+    series("one = 'one'\n")  # a one-line edit of 0001; 0002 and 0003 apply to other blobs of core.py now
+    assert export.run(args, Context(args)) == 0
+    # before: "3 written, 0 unchanged": 3 files rewritten, two of them for their `index` lines alone, unexplained;
+    # after: the output says which, and the diff it names shows exactly the edit.
+    out = capsys.readouterr().out
+    assert ": 3 written (2 of them only in their `index` lines: 0002, 0003 apply to blobs an earlier patch" in out
+    shown = tracked.out("diff", "-I", "^index ")
+    assert [line for line in shown.splitlines() if line.startswith("diff --git")] == [
+        "diff --git a/fake/0001-change-line-1.patch b/fake/0001-change-line-1.patch"
+    ]
+    assert len(tracked.out("diff", "--name-only").split()) == 3

@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 from .. import manifest as manifest_mod
+from .. import patchfile
 from ..base import BASE_TAG
 from ..context import Context
 from ..errors import SeriesError
@@ -19,8 +20,10 @@ DESCRIPTION = f"""\
 
 One `git format-patch` file per commit of series/base..HEAD, with fixed options, so an unchanged
 commit gives the same bytes; files of commits that are gone are removed, and the target's
-`patches = [...]` list in the manifest is rewritten in place. Refuses a checkout with uncommitted
-changes, merges or an unfinished git am/rebase.
+`patches = [...]` list in the manifest is rewritten in place. A later patch that touches a file an
+edited one changes gets new `index` lines (the blobs it applies to, which `git am --3way` needs) and
+nothing else: the output counts those, and `git diff -I '^index ' patches/` shows only the edit.
+Refuses a checkout with uncommitted changes, merges or an unfinished git am/rebase.
 
 example:
   python3 scripts/series.py export --target transformers
@@ -79,10 +82,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         produced = repo.format_patch(f"{BASE_TAG}..HEAD", tmp) if commits else []
         names = [p.name for p in produced]
         changed = removed = 0
+        index_only: list[str] = []
         for path in produced:
             new = path.read_bytes()
             old_path = out_dir / path.name
             if not old_path.is_file() or old_path.read_bytes() != new:
+                if old_path.is_file() and _same_but_index(old_path.read_bytes(), new):
+                    index_only.append(path.name[:4])
                 shutil.copyfile(path, old_path)
                 changed += 1
         for stale in sorted(out_dir.glob("*.patch")):
@@ -98,8 +104,25 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             f"warning: [targets.{target.name}.depends] in {ctx.manifest.path.name} names patches export no longer "
             f"produced ({', '.join(gone)}): rename them there by hand (the manifest does not load until then)"
         )
+    only = (
+        f" ({len(index_only)} of them only in their `index` lines: {', '.join(index_only)} apply to blobs an earlier "
+        "patch changed; `git diff -I '^index ' patches/` leaves them out)"
+        if index_only
+        else ""
+    )
     ctx.out(
-        f"exported {len(names)} patch(es) of {target.name} to {out_dir}: {changed} written, "
+        f"exported {len(names)} patch(es) of {target.name} to {out_dir}: {changed} written{only}, "
         f"{len(names) - changed} unchanged, {removed} removed; manifest {'updated' if listed else 'unchanged'}"
     )
     return 0
+
+
+def _same_but_index(old: bytes, new: bytes) -> bool:
+    """Whether two patch files differ only in their `index <blob>..<blob>` lines: the patch is the same, the blobs
+    it applies to are not (an earlier patch changed the file). They are rewritten all the same: `git am --3way`
+    finds the blobs to merge with by those lines."""
+
+    def text(data: bytes) -> str:
+        return patchfile.without_index_lines(data.decode("utf-8", "replace"))
+
+    return text(old) == text(new)
