@@ -104,7 +104,14 @@ def test_workflows_are_small_pinned_and_cached():
 
     verify_calls = {name: [c for c in _series_calls(w) if c[0] == "verify"] for name, w in workflows.items()}
     devices = sorted(c[c.index("--device") + 1] for calls in verify_calls.values() for c in calls)
-    assert devices == ["cpu", "cpu", "cpu", "cuda"]
+    assert devices == ["cpu", "cpu", "cpu", "cpu", "cuda"]
+    # the newest Python and torch, every night; CI's default stays on the pins
+    newest = nightly["jobs"]["newest"]
+    setup = next(step for step in newest["steps"] if step.get("uses", "").startswith("actions/setup-python@"))
+    assert setup["with"]["python-version"] == "3.13" and newest["env"]["TORCH"] == "2.15.0"
+    assert "SERIES_REQUIREMENTS" in newest["env"] and "SERIES_REQUIREMENTS" not in str(ci)
+    assert [c[0] for c in _series_calls({"jobs": {"newest": newest}})] == ["verify"]
+    assert {s["with"]["python-version"] for _, s in _steps(ci) if "python-version" in s.get("with", {})} == {"3.11"}
     upstream = [c for c in verify_calls["nightly.yml"] if "--upstream-tests" in c]
     assert len(upstream) == 1 and upstream[0][upstream[0].index("--upstream-tests") + 1] == "$TESTS"
     for calls in verify_calls.values():
@@ -119,7 +126,8 @@ def test_workflows_are_small_pinned_and_cached():
     assert len(downstream) == 1 and "--json" in downstream[0]
     assert downstream[0][downstream[0].index("--summary") + 1] == "$GITHUB_STEP_SUMMARY"
     # the nightly series checks (upstream main, the GPU) run every green stage 10 times: flakes fail them
-    repeated = [c for c in verify_calls["nightly.yml"] if "--upstream-tests" not in c]
+    repeated = [c for job in ("upstream-main", "gpu") for c in _series_calls({"jobs": {job: nightly["jobs"][job]}})]
+    repeated = [c for c in repeated if c[0] == "verify"]
     assert len(repeated) == 2 and all(c[c.index("--repeat") + 1] == "10" for c in repeated)
     assert all("--repeat" not in c for c in verify_calls["ci.yml"])
 
@@ -128,7 +136,7 @@ def test_workflows_are_small_pinned_and_cached():
 def test_workflow_commands_are_valid_tool_calls():
     parser = build_parser()
     calls = [call for workflow in _workflows().values() for call in _series_calls(workflow)]
-    assert len(calls) == 7
+    assert len(calls) == 8
     for call in calls:
         try:
             parser.parse_args(call)
