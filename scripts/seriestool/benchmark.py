@@ -386,8 +386,8 @@ def count_table(rows: Sequence[JSON]) -> str:
 
 
 def result_lines(rows: Sequence[JSON], measured: Measured, plan: Plan) -> list[str]:
-    """The README's Performance section: the tables (times only after timed pairs), the machine, what was
-    measured and how."""
+    """docs/contributor.md's Performance tables (times only after timed pairs), the machine, what was measured
+    and how."""
     host, info, loads = measured.host, measured.info, measured.loads
     load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "unknown"
     lines = [time_table(rows), ""] if plan.reps else []

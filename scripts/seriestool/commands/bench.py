@@ -19,7 +19,7 @@ DESCRIPTION = f"""\
 Makes two source trees per target under <work>/bench/ (the pinned sdists, and with the series), runs
 scripts/trainer_bench.py in the pinned venv for each: first a counting run (host syncs, torch and Python
 calls per optimizer step), then timed pairs of runs that take turns step by step on one CPU. Prints the
-README's Performance tables.
+tables of docs/contributor.md's Performance section and the README's summary line.
 
 example:
   python3 scripts/series.py bench --json /tmp/bench.json      # about 3 minutes on 2 cores
