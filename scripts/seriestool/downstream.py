@@ -179,7 +179,9 @@ def ensure_install(
     return Install(folder, folder / "site", layers, info)
 
 
-def _worker_env(paths: Iterable[str | Path]) -> dict[str, str]:
+def worker_env(paths: Iterable[str | Path]) -> dict[str, str]:
+    """The environment of a worker in the pinned venv: `paths` alone on PYTHONPATH, CPU only, one thread, no hash
+    randomisation (also `invariants`' worker)."""
     env = dict(os.environ)
     for key in ("PYTHONSTARTUP", "PYTHONHOME", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS"):
         env.pop(key, None)
@@ -194,7 +196,7 @@ def _worker_env(paths: Iterable[str | Path]) -> dict[str, str]:
 def _check(python: Path, paths: Iterable[str | Path], roots: Iterable[str | Path]) -> JSON:
     proc = subprocess.run(
         [str(python), str(WORKER), "--check", *map(str, roots)],
-        env=_worker_env(paths),
+        env=worker_env(paths),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -475,7 +477,7 @@ class Runner:
                 proc = subprocess.Popen(
                     cmd,
                     cwd=tempfile.gettempdir(),
-                    env=_worker_env(paths),
+                    env=worker_env(paths),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
