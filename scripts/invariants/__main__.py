@@ -1,0 +1,133 @@
+"""The worker: `python -m invariants --tree-label series --tree-spec series --profile ci --seed 0 --result F`
+(search) or `... --replay JSON` (one configuration), with the transformers tree on PYTHONPATH.
+
+Prints each violation as it is found; writes the result (JSON) to --result: {tree, versions, examples, seconds,
+violations, declared, replayed}. Exit 0 whatever it found (the tool judges), 2 on bad input, 3 on a crash of the
+harness itself.
+"""
+
+import argparse
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from . import declared, draw, judges, report
+
+
+LOADER = r"""
+import json, os, sys, tempfile
+from transformers.trainer_callback import TrainerState
+for line in sys.stdin:
+    fd, path = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.loads(line))
+    try:
+        TrainerState.load_from_json(path)
+        answer = None
+    except Exception as exc:
+        answer = f"{type(exc).__name__}: {exc}"
+    os.unlink(path)
+    print(json.dumps(answer), flush=True)
+"""
+
+
+class ReleaseLoader:
+    """The release's `TrainerState.load_from_json` in a process of its own (one import for the whole run)."""
+
+    def __init__(self, path: str) -> None:
+        env = dict(os.environ, PYTHONPATH=path)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", LOADER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    def __call__(self, text: str) -> str | None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(text) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline() or '"the loader process ended"')
+        return None if answer is None else str(answer)
+
+
+def _versions() -> dict[str, Any]:
+    import accelerate
+    import hypothesis
+    import torch
+    import transformers
+
+    return {
+        "transformers": transformers.__version__,
+        "transformers_file": transformers.__file__,
+        "accelerate": accelerate.__version__,
+        "accelerate_file": accelerate.__file__,
+        "torch": torch.__version__,
+        "hypothesis": hypothesis.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="invariants")
+    p.add_argument("--tree-label", required=True)
+    p.add_argument("--tree-spec", required=True)
+    p.add_argument("--profile", choices=sorted(draw.PROFILES), default="ci")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--replay")
+    p.add_argument("--release-path", help="PYTHONPATH of the release, for the release-loads invariant")
+    p.add_argument("--result", required=True)
+    args = p.parse_args(argv)
+    profile = draw.PROFILES[args.profile]
+    if args.release_path:
+        judges.LOADER = ReleaseLoader(args.release_path)
+    from .case import run_case
+    from .search import Search, observe
+
+    run = functools.partial(run_case, seconds=profile.case_seconds)
+    runner = observe(run, judges.judge)
+    started = time.monotonic()
+    result: dict[str, Any] = {"tree": args.tree_label, "versions": _versions(), "profile": profile.name}
+    if args.replay:
+        try:
+            config = draw.check(json.loads(args.replay))
+        except ValueError as exc:  # json.JSONDecodeError is one
+            print(f"invariants: error: --replay: {exc}", file=sys.stderr)
+            return 2
+        broken = runner(config)
+        entries = []
+        for invariant, found in broken.items():
+            entry = {
+                "invariant": invariant,
+                "tree": args.tree_label,
+                "config": config,
+                "found": found,
+                "declared": declared.find(invariant, args.tree_label, config),
+                "replay": report.replay_command(args.tree_spec, config),
+            }
+            entries.append(entry)
+            for line in report.violation_lines(entry):
+                print(line, flush=True)
+        result.update(
+            examples=1,
+            violations=[e for e in entries if not e["declared"]],
+            declared=[e for e in entries if e["declared"]],
+            replayed=True,
+        )
+    else:
+        search = Search(
+            args.tree_label, args.tree_spec, profile, args.seed, runner, log=lambda s: print(s, flush=True)
+        )
+        search.run()
+        result.update(examples=search.examples, violations=search.violations, declared=search.declared, replayed=False)
+        for entry in search.declared:
+            for line in report.violation_lines(entry):
+                print(line, flush=True)
+    result["seconds"] = round(time.monotonic() - started, 1)
+    with open(args.result, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

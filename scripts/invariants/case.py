@@ -1,0 +1,279 @@
+"""One configuration run through the Trainer and observed: every optimizer attempt (its window's reference
+gradient and loss, the gradient and learning rate the Trainer applies, whether it was applied), the step events,
+the logs and checkpoints, the final counters and weights; then, when the configuration says so, a resume from one
+of the checkpoints written (same arguments, or another batch size or accumulation).
+
+The harness injects the faults itself: in an fp16 case, an inf gradient in the windows of the attempts listed in
+`inject` (a hook on the loss of the window's micro-batches), so the reference knows which attempts must be skipped.
+"""
+
+import signal
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import models, reference
+
+
+INIT_SCALE = 16.0
+
+
+class CaseTimeout(Exception):
+    """The case ran past its wall-clock guard."""
+
+
+@dataclass
+class Run:
+    """What one `train()` call showed."""
+
+    batch_size: int
+    ga: int
+    first_attempt: int = 0  # attempts made before this call (a resume continues the count)
+    initial_step: int = 0
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    step_begin: list[int] = field(default_factory=list)
+    step_end: list[int] = field(default_factory=list)
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    saves: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    error_kind: str | None = None  # "bound", "timeout", "crash"
+    global_step: int | None = None
+    skipped: int | None = None  # the Trainer's skip count, None where it has none
+    optimizer_steps: int = 0
+    weights: list[torch.Tensor] = field(default_factory=list)
+    reads: int = 0
+    read_bound: int = 0
+
+
+@dataclass
+class Observation:
+    config: dict[str, Any]
+    first: Run
+    resumed: Run | None = None
+    resumed_from: dict[str, Any] | None = None
+
+
+def _optimizer_steps(optimizer: Any) -> int:
+    inner = getattr(optimizer, "optimizer", optimizer)
+    steps = [float(s["step"]) for s in inner.state.values() if "step" in s]
+    return int(max(steps)) if steps else 0
+
+
+class Harness:
+    """The recording callback, the fault injection and the window's micro-batches of one `train()` call."""
+
+    def __init__(self, config: dict[str, Any], run: Run, model: torch.nn.Module) -> None:
+        self.config, self.run, self.model = config, run, model
+        self.pending: list[dict[str, torch.Tensor]] = []
+        self.poison = False
+        self.trainer: Any = None
+
+    @property
+    def attempt(self) -> int:
+        return self.run.first_attempt + len(self.run.attempts)
+
+    def callback(self) -> Any:
+        from transformers import TrainerCallback
+
+        harness = self
+
+        class Recorder(TrainerCallback):
+            def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.run.step_begin.append(state.global_step)
+
+            def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.pre_optimizer_step(state)
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.run.step_end.append(state.global_step)
+
+            def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+                if logs and "loss" in logs:
+                    harness.run.logs.append({"step": state.global_step, "loss": float(logs["loss"])})
+                    harness.run.logs[-1]["attempts"] = len(harness.run.attempts)
+
+            def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.run.saves.append({"global_step": state.global_step, "attempts": harness.attempt})
+
+        return Recorder()
+
+    def pre_optimizer_step(self, state: Any) -> None:
+        optimizer = self.trainer.optimizer
+        grad = reference.flat_grad(self.model)
+        expected = reference.window(self.config["model"], self.model, self.pending)
+        self._close_last()
+        self.run.attempts.append(
+            {
+                "index": self.attempt,
+                "global_step": state.global_step,
+                "lr": float(optimizer.param_groups[0]["lr"]),
+                "injected": self.poison,
+                "finite": bool(torch.isfinite(grad).all()),
+                "grad": grad,
+                "expected": expected,
+                "micro_batches": len(self.pending),
+                "steps_before": _optimizer_steps(optimizer),
+                "applied": None,
+            }
+        )
+        self.pending, self.poison = [], False
+
+    def _close_last(self) -> None:
+        """Whether the previous attempt was applied: the optimizer's own step count moved."""
+        if self.run.attempts and self.run.attempts[-1]["applied"] is None:
+            last = self.run.attempts[-1]
+            last["applied"] = _optimizer_steps(self.trainer.optimizer) > last["steps_before"]
+
+    def compute_loss(self, original: Any) -> Any:
+        harness = self
+
+        def wrapped(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            out = original(model, inputs, *args, **kwargs)
+            if model.training and torch.is_grad_enabled():
+                harness.pending.append({k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)})
+                loss = out[0] if isinstance(out, tuple) else out
+                if harness.attempt in harness.config["inject"] and loss.requires_grad:
+                    harness.poison = True
+                    loss.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+            return out
+
+        return wrapped
+
+
+def _user_callback(config: dict[str, Any]) -> Any:
+    from transformers import TrainerCallback
+
+    spec = config["callback"]
+    if spec is None:
+        return None
+    k = spec["k"]
+
+    class EpochStop(TrainerCallback):
+        def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step >= k:
+                control.should_epoch_stop = True
+
+    class TrainStop(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step >= k:
+                control.should_training_stop = True
+
+    return (EpochStop if spec["kind"] == "epoch_stop" else TrainStop)()
+
+
+def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -> Any:
+    from transformers import TrainingArguments
+
+    logging = config["logging"]
+    extra: dict[str, Any] = {}
+    if not config["streamed"]:
+        extra["train_sampling_strategy"] = "sequential"
+    if config["fp16"]:
+        extra.update(fp16=True, bf16=False)
+    return TrainingArguments(
+        output_dir=str(folder),
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=ga,
+        max_steps=config["max_steps"] if config["max_steps"] > 0 else -1,
+        num_train_epochs=config["epochs"],
+        learning_rate=config["learning_rate"],
+        lr_scheduler_type=config["schedule"],
+        warmup_steps=config["warmup"],
+        optim=config["optim"],
+        max_grad_norm=config["max_grad_norm"],
+        logging_strategy="epoch" if logging == "epoch" else "steps",
+        logging_steps=logging if logging != "epoch" else 500,
+        save_strategy="steps" if config["save_steps"] else "no",
+        save_steps=config["save_steps"] or 500,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        seed=0,
+        data_seed=0,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        **extra,
+    )
+
+
+def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | None, seconds: float) -> None:
+    from transformers import Trainer
+
+    model = models.build_model(config["model"])
+    injected = len(config["inject"])
+    run.read_bound = reference.read_bound(config, run.batch_size, run.ga, injected)
+    counter = models.Counter(run.read_bound)
+    trainer = Trainer(
+        model=model,
+        args=_arguments(config, folder, run.batch_size, run.ga),
+        train_dataset=models.dataset(config, counter),
+    )
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    harness = Harness(config, run, model)
+    harness.trainer = trainer
+    trainer.add_callback(harness.callback())
+    user = _user_callback(config)
+    if user is not None:
+        trainer.add_callback(user)
+    if config["fp16"]:
+        trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=INIT_SCALE)
+        trainer.accelerator.native_amp = True
+    trainer.compute_loss = harness.compute_loss(trainer.compute_loss)
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    except models.ReadBound as exc:
+        run.error, run.error_kind = str(exc), "bound"
+    except CaseTimeout as exc:
+        run.error, run.error_kind = str(exc), "timeout"
+    except Exception as exc:  # a crash of the Trainer on a valid configuration is a finding too
+        run.error, run.error_kind = f"{type(exc).__name__}: {exc}", "crash"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if trainer.optimizer is not None:
+        harness._close_last()
+        run.optimizer_steps = _optimizer_steps(trainer.optimizer)
+    run.reads = counter.reads
+    state = trainer.state
+    run.global_step = state.global_step
+    run.skipped = getattr(state, "skipped_optimizer_steps", None)
+    run.weights = [p.detach().clone() for p in model.parameters()]
+    for save in run.saves:
+        save["dir"] = str(folder / f"checkpoint-{save['global_step']}")
+        state_file = Path(save["dir"]) / "trainer_state.json"
+        save["state_json"] = state_file.read_text(encoding="utf-8") if state_file.is_file() else None
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise CaseTimeout("the case ran past its wall-clock guard")
+
+
+def run_case(config: dict[str, Any], seconds: float = 60.0) -> Observation:
+    """Run `config` (and its resume) in a scratch folder that is removed afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    with tempfile.TemporaryDirectory(prefix="invariants-") as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        folder = Path(tmp)
+        first = Run(config["batch_size"], config["ga"])
+        _train(config, folder / "first", first, None, seconds)
+        obs = Observation(config, first)
+        resume = config["resume"]
+        if resume is not None and first.saves and first.error is None:
+            save = first.saves[resume["checkpoint"] % len(first.saves)]
+            obs.resumed_from = {k: save[k] for k in ("global_step", "attempts")}
+            again = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
+            again.initial_step = save["global_step"]
+            _train(config, folder / "first", again, save["dir"], seconds)
+            obs.resumed = again
+        return obs

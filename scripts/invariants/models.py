@@ -1,0 +1,158 @@
+"""The tiny models and datasets a case trains, built in code from a configuration (no download, CPU).
+
+Each sample has `seq_len` positions and `targets[i]` of them carry a target (the rest are -100), so a micro-batch
+can have none. The datasets count the samples read and raise `ReadBound` past the case's bound, so a run that
+never ends is a violation, not a hang.
+"""
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset, IterableDataset
+
+
+FEATURES = 4
+VOCAB = 24
+CLASSES = 3
+IGNORE = -100
+
+
+class ReadBound(Exception):
+    """The run read more samples than the reference allows."""
+
+
+class RegressionWithKwargs(nn.Module):
+    """Per-position linear regression whose loss divides by the Trainer's `num_items_in_batch` (as a causal LM's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(FEATURES, 1)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None, **kwargs: Any) -> dict[str, Any]:
+        pred = self.lin(x).squeeze(-1)
+        out: dict[str, Any] = {"logits": pred}
+        if labels is not None:
+            mask = labels.ne(IGNORE)
+            total = ((pred - labels.clamp(min=-10)) ** 2 * mask).sum()
+            count = kwargs.get("num_items_in_batch")
+            if count is None:
+                count = mask.sum()
+            out["loss"] = total / torch.clamp(torch.as_tensor(count, dtype=total.dtype), min=1)
+        return out
+
+
+class RegressionWithoutKwargs(nn.Module):
+    """The same regression with a plain `forward(x, labels)`: its loss is the mean over its own micro-batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(FEATURES, 1)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, Any]:
+        pred = self.lin(x).squeeze(-1)
+        out: dict[str, Any] = {"logits": pred}
+        if labels is not None:
+            mask = labels.ne(IGNORE)
+            total = ((pred - labels.clamp(min=-10)) ** 2 * mask).sum()
+            out["loss"] = total / torch.clamp(mask.sum().to(total.dtype), min=1)
+        return out
+
+
+def build_model(kind: str) -> nn.Module:
+    """A fresh model of `kind`, the same weights every time (seeded)."""
+    torch.manual_seed(0)
+    if kind == "reg_kw":
+        return RegressionWithKwargs()
+    if kind == "reg_nokw":
+        return RegressionWithoutKwargs()
+    if kind == "bert_cls":
+        from transformers import BertConfig, BertForSequenceClassification
+
+        config = BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=16,
+            max_position_embeddings=16,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            num_labels=CLASSES,
+        )
+        return BertForSequenceClassification(config)
+    if kind == "llama_lm":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=16,
+            intermediate_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=16,
+        )
+        return LlamaForCausalLM(config)
+    raise ValueError(f"unknown model {kind!r}")
+
+
+def samples(kind: str, targets: list[int], seq_len: int) -> list[dict[str, torch.Tensor]]:
+    """One sample per entry of `targets` (how many of its positions carry a target), the same every time."""
+    gen = torch.Generator().manual_seed(1)
+    out = []
+    for count in targets:
+        if kind in ("reg_kw", "reg_nokw"):
+            labels = torch.randn(seq_len, generator=gen)
+            labels[count:] = IGNORE
+            out.append({"x": torch.randn(seq_len, FEATURES, generator=gen), "labels": labels})
+        elif kind == "bert_cls":
+            ids = torch.randint(1, VOCAB, (seq_len,), generator=gen)
+            label = torch.randint(0, CLASSES, (), generator=gen)
+            out.append({"input_ids": ids, "attention_mask": torch.ones(seq_len, dtype=torch.long), "labels": label})
+        else:
+            ids = torch.randint(1, VOCAB, (seq_len,), generator=gen)
+            labels = ids.clone()
+            # position 0 is never a target of a causal LM (the loss shifts); `count` of the others are
+            labels[: max(seq_len - count, 1)] = IGNORE
+            out.append({"input_ids": ids, "attention_mask": torch.ones(seq_len, dtype=torch.long), "labels": labels})
+    return out
+
+
+class Counter:
+    """Samples read across every pass and resume of one case; raises `ReadBound` past `bound`."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound, self.reads = bound, 0
+
+    def read(self) -> None:
+        self.reads += 1
+        if self.reads > self.bound:
+            raise ReadBound(f"read more than {self.bound} samples")
+
+
+class SizedData(Dataset):
+    def __init__(self, items: list[dict[str, torch.Tensor]], counter: Counter) -> None:
+        self.items, self.counter = items, counter
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        self.counter.read()
+        return self.items[index]
+
+
+class StreamedData(IterableDataset):
+    def __init__(self, items: list[dict[str, torch.Tensor]], counter: Counter) -> None:
+        self.items, self.counter = items, counter
+
+    def __iter__(self) -> Any:
+        for item in self.items:
+            self.counter.read()
+            yield item
+
+
+def dataset(config: dict[str, Any], counter: Counter) -> Dataset:
+    items = samples(config["model"], config["targets"], config["seq_len"])
+    return StreamedData(items, counter) if config["streamed"] else SizedData(items, counter)

@@ -1,0 +1,35 @@
+"""What a violation prints and what the worker hands back to the tool. Standard library only."""
+
+import json
+import shlex
+from typing import Any
+
+
+def config_json(config: dict[str, Any]) -> str:
+    """The configuration as one line of JSON, keys in a stable order (what --replay takes)."""
+    return json.dumps(config, separators=(",", ":"), sort_keys=True)
+
+
+def replay_command(tree: str, config: dict[str, Any]) -> str:
+    """The one command line that replays `config` on `tree` (a --tree value)."""
+    return (
+        f"python3 scripts/series.py invariants --tree {shlex.quote(tree)} --replay {shlex.quote(config_json(config))}"
+    )
+
+
+def violation_lines(entry: dict[str, Any]) -> list[str]:
+    """The lines of one violation: invariant, tree, what it found, the shrunk configuration, the replay command."""
+    head = f"VIOLATION {entry['invariant']} on {entry['tree']}"
+    if entry.get("declared"):
+        head = f"declared {entry['invariant']} on {entry['tree']} ({entry['declared']})"
+    lines = [head]
+    lines += [f"  {text}" for text in entry["found"]]
+    found = entry.get("examples")
+    if found is not None:
+        lines.append(
+            f"  found after {found} example(s), {entry.get('seconds', 0):.1f}s; "
+            f"shrunk in {entry.get('shrink_calls', 0)} call(s)"
+        )
+    lines.append(f"  config: {config_json(entry['config'])}")
+    lines.append(f"  replay: {entry['replay']}")
+    return lines

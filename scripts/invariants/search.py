@@ -1,0 +1,132 @@
+"""The Hypothesis search on one tree: find a configuration that breaks an invariant, shrink it, record it, and go
+on looking for the invariants not broken yet, until the profile's examples or seconds are spent.
+
+A round fails on the first undeclared violation it sees and then shrinks for that invariant only (so the minimal
+configuration breaks the same one); declared violations are recorded once per invariant and never fail a round.
+Runs are reproducible: the rounds use `seed`, `seed + 1`, ...; no example database.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as seed_of
+
+from . import declared, draw, judges, report
+from .case import Observation
+
+
+Runner = Callable[[dict[str, Any]], dict[str, list[str]]]
+
+
+class Found(Exception):
+    """A round's test fails with this: the configuration breaks the round's invariant."""
+
+
+@dataclass
+class Search:
+    tree: str  # the label declarations match: release, series, path:...
+    spec: str  # the --tree value of the replay command
+    profile: draw.Profile
+    seed: int
+    runner: Runner
+    log: Callable[[str], None] = print
+    examples: int = 0
+    started: float = field(default_factory=time.monotonic)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    declared: list[dict[str, Any]] = field(default_factory=list)
+    rounds: int = 0
+
+    def entry(self, invariant: str, config: dict[str, Any], found: list[str], reason: str | None) -> dict[str, Any]:
+        return {
+            "invariant": invariant,
+            "key": judges.key(invariant, config),
+            "tree": self.tree,
+            "config": config,
+            "found": found,
+            "declared": reason,
+            "replay": report.replay_command(self.spec, config),
+        }
+
+    def over(self) -> bool:
+        return self.examples >= self.profile.max_examples or time.monotonic() - self.started > self.profile.seconds
+
+    def round(self) -> bool:
+        """One Hypothesis run; True when it found a new undeclared violation."""
+        known = {judges.key(v["invariant"], v["config"]) for v in self.violations}
+        noted = {judges.key(d["invariant"], d["config"]) for d in self.declared}
+        state: dict[str, Any] = {"target": None, "key": None, "best": None, "first_at": None, "calls": 0}
+
+        @settings(
+            max_examples=max(1, self.profile.max_examples - self.examples),
+            deadline=None,
+            database=None,
+            derandomize=False,
+            phases=[Phase.generate, Phase.shrink],
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            print_blob=False,
+        )
+        @seed_of(self.seed + self.rounds)
+        @given(draw.configs())
+        def prop(config: dict[str, Any]) -> None:
+            key = report.config_json(config)
+            target = state["target"]
+            if target is None and self.over():
+                return
+            if target is not None and key != state["best"][0] and self._shrink_over(state):
+                return
+            state["calls"] += 1
+            self.examples += 1 if target is None else 0
+            broken = self.runner(config)
+            for invariant, found in broken.items():
+                reason = declared.find(invariant, self.tree, config)
+                if reason and judges.key(invariant, config) not in noted:
+                    noted.add(judges.key(invariant, config))
+                    self.declared.append(self.entry(invariant, config, found, reason))
+            fresh = [
+                i for i in broken if judges.key(i, config) not in known and not declared.find(i, self.tree, config)
+            ]
+            if target is None and fresh:
+                state["target"] = target = fresh[0]
+                state["key"] = judges.key(target, config)
+                state["first_at"] = self.examples
+                state["seconds"] = time.monotonic() - self.started
+                state["shrink_from"] = time.monotonic()
+                self.log(f"invariants: {self.tree}: {state['key']} broken at example {self.examples}; shrinking")
+            if target is not None and target in fresh and judges.key(target, config) == state["key"]:
+                state["best"] = (key, config, broken[target])
+                raise Found(target)
+
+        self.rounds += 1
+        try:
+            prop()
+        except Found:
+            pass
+        if state["best"] is None:
+            return False
+        _, config, found = state["best"]
+        entry = self.entry(state["target"], config, found, None)
+        entry.update(examples=state["first_at"], seconds=round(state["seconds"], 1), shrink_calls=state["calls"] - 1)
+        self.violations.append(entry)
+        for line in report.violation_lines(entry):
+            self.log(line)
+        return True
+
+    def _shrink_over(self, state: dict[str, Any]) -> bool:
+        return time.monotonic() - state["shrink_from"] > self.profile.shrink_seconds
+
+    def run(self) -> None:
+        while not self.over() and self.round():
+            pass
+
+
+def observe(
+    run_case: Callable[[dict[str, Any]], Observation], judge: Callable[[Observation], dict[str, list[str]]]
+) -> Runner:
+    def runner(config: dict[str, Any]) -> dict[str, list[str]]:
+        return judge(run_case(config))
+
+    return runner
