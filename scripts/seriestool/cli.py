@@ -14,17 +14,31 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
-from .commands import apply, bench, branches, bundle, checkout, downstream, export, pr, python, selftest, verify
+from .commands import (
+    apply,
+    bench,
+    branches,
+    bundle,
+    checkout,
+    downstream,
+    export,
+    invariants,
+    pr,
+    python,
+    selftest,
+    verify,
+)
 from .context import Context
 from .errors import SeriesError
 from .git import MIN_GIT, GitError, git_version
 
 
-COMMANDS = (checkout, apply, branches, export, verify, pr, bench, downstream, bundle, python, selftest)
+COMMANDS = (checkout, apply, branches, export, verify, pr, bench, downstream, invariants, bundle, python, selftest)
 
 EXIT_CODES = """\
-exit status: 0 success; 1 a check failed (verify, bench, downstream) or git am stopped (checkout --stop-at-conflict);
-2 bad input or environment (one `series: error: ...` line, nothing half-changed); 130 interrupted."""
+exit status: 0 success; 1 a check failed (verify, bench, downstream, invariants) or git am stopped
+(checkout --stop-at-conflict); 2 bad input or environment (one `series: error: ...` line, nothing half-changed);
+130 interrupted."""
 
 
 class Parser(argparse.ArgumentParser):
