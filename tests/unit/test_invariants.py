@@ -1,0 +1,190 @@
+"""invariants.py and the standard-library rooms of the worker package (scripts/invariants/declared.py,
+report.py): the --tree and --replay checks, argument errors as one line (exit 2), the replay command a violation
+prints, the verdict and the report's shape, and which declarations cover which violations."""
+
+import json
+import shlex
+
+import pytest
+from invariants import declared, report
+from seriestool import cli, invariants
+from seriestool.errors import SeriesError
+
+
+CONFIG = {"model": "reg_kw", "ga": 2, "targets": [2, 0], "callback": {"kind": "epoch_stop", "k": 3}, "note": "it's"}
+
+
+# -- arguments ----------------------------------------------------------------------------------------------
+
+
+def test_trees_are_the_release_the_series_or_a_checkout(tmp_path):
+    assert invariants.parse_tree("release") == invariants.Tree("release", "release")
+    assert invariants.parse_tree("series").label == "series"
+    (tmp_path / "src" / "transformers").mkdir(parents=True)
+    (tmp_path / "src" / "transformers" / "trainer.py").write_text("", encoding="utf-8")
+    tree = invariants.parse_tree(f"path:{tmp_path}")
+    assert tree.folder == tmp_path.resolve() and tree.spec == f"path:{tmp_path.resolve()}"
+
+
+@pytest.mark.parametrize("spec", ["main", "path:", "git:https://x@v1"])
+def test_an_unknown_tree_is_refused(spec):
+    with pytest.raises(SeriesError, match="use release, series or path:DIR"):
+        invariants.parse_tree(spec)
+
+
+def test_a_folder_without_the_trainer_is_refused(tmp_path):
+    with pytest.raises(SeriesError, match="is not a transformers checkout"):
+        invariants.parse_tree(f"path:{tmp_path}")
+
+
+@pytest.mark.parametrize(("text", "message"), [("{", "is not JSON"), ("[1]", "must be a JSON object")])
+def test_a_replay_must_be_a_json_object(text, message):
+    with pytest.raises(SeriesError, match=message):
+        invariants.parse_replay(text)
+    assert invariants.parse_replay(None) is None
+    assert invariants.parse_replay('{"ga": 2}') == {"ga": 2}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tree", "main"], "--tree 'main': use release, series or path:DIR"),
+        (["--seed", "-1"], "--seed must be 0 or more"),
+        (["--tree", "series", "--tree", "series"], "--tree: each tree once"),
+        (["--replay", "[1]"], "--replay must be a JSON object"),
+        (["--json", "/no/such/folder/r.json"], "the folder /no/such/folder does not exist"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, message):
+    code = cli.main(["--work", str(tmp_path / "work"), "invariants", *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("series: error: ") and message in err
+
+
+def test_an_unknown_profile_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(["invariants", "--profile", "weekly"])
+    assert info.value.code == 2 and "invalid choice: 'weekly'" in capsys.readouterr().err
+
+
+# -- the replay command -----------------------------------------------------------------------------------
+
+
+def test_the_replay_command_is_one_line_that_gives_back_the_configuration():
+    command = report.replay_command("path:/tmp/my checkout", CONFIG)
+    assert "\n" not in command
+    words = shlex.split(command)
+    assert words[:4] == ["python3", "scripts/series.py", "invariants", "--tree"]
+    assert words[4] == "path:/tmp/my checkout" and words[5] == "--replay"
+    assert json.loads(words[6]) == CONFIG
+
+
+def test_the_configuration_prints_with_sorted_keys_and_no_spaces():
+    assert report.config_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
+
+
+def test_a_violation_prints_the_invariant_tree_findings_config_and_replay():
+    entry = {
+        "invariant": "skip-count",
+        "tree": "series",
+        "config": CONFIG,
+        "found": ["after resume: skip count -2 but 0 inf(s) injected"],
+        "declared": None,
+        "replay": report.replay_command("series", CONFIG),
+        "examples": 7,
+        "seconds": 12.25,
+        "shrink_calls": 30,
+    }
+    lines = report.violation_lines(entry)
+    assert lines[0] == "VIOLATION skip-count on series"
+    assert lines[1] == "  after resume: skip count -2 but 0 inf(s) injected"
+    assert lines[2] == "  found after 7 example(s), 12.2s; shrunk in 30 call(s)"
+    assert lines[3] == f"  config: {report.config_json(CONFIG)}"
+    assert lines[4] == f"  replay: {entry['replay']}"
+    declared_lines = report.violation_lines(dict(entry, declared="issue 28", examples=None))
+    assert declared_lines[0] == "declared skip-count on series (issue 28)" and len(declared_lines) == 4
+
+
+# -- verdict and report ------------------------------------------------------------------------------------
+
+
+def _tree(name, violations=(), declared_=(), **extra):
+    return {"tree": name, "examples": 10, "seconds": 5.0, "violations": list(violations), "declared": list(declared_)}
+
+
+def test_only_undeclared_violations_beyond_the_release_fail():
+    broken = {"invariant": "window-gradient", "key": "window-gradient[bert_cls]"}
+    assert invariants.verdict([_tree("release", [broken]), _tree("series", declared_=[broken])])
+    assert not invariants.verdict([_tree("release"), _tree("series", [broken])])
+    assert not invariants.verdict([_tree("path:/x", [broken])])
+    assert not invariants.verdict([_tree("release"), {"tree": "series", "crashed": "exit 1"}])
+
+
+def test_the_report_has_the_shape_of_the_other_reports():
+    trees = [_tree("release", [{"invariant": "skip-count"}]), _tree("series")]
+    data = invariants.make_report("ci", 3, trees, [1.5, 2.0], 12.34)
+    assert set(data) == {"schema_version", "ok", "date", "profile", "seed", "trees", "load_average_1m", "duration_s"}
+    assert data["ok"] is True and data["seed"] == 3 and data["duration_s"] == 12.3
+    json.dumps(data)
+    lines = invariants.summary_lines(data)
+    assert lines[0] == "  release: 10 example(s) in 5s; broken: skip-count; declared: none"
+    assert lines[1] == "  series: 10 example(s) in 5s; broken: none; declared: none"
+    crashed = invariants.summary_lines(invariants.make_report("ci", 0, [{"tree": "series", "crashed": "x"}], [], 1))
+    assert crashed == ["  series: NOT RUN: x"]
+
+
+def test_the_rerun_command_names_the_trees_profile_and_seed():
+    trees = [invariants.parse_tree("release"), invariants.parse_tree("series")]
+    assert invariants.rerun_command("nightly", 7, trees) == (
+        "python3 scripts/series.py invariants --tree release --tree series --profile nightly --seed 7"
+    )
+
+
+def test_the_worker_command_carries_tree_profile_seed_and_replay(tmp_path):
+    tree = invariants.parse_tree("series")
+    cmd = invariants.worker_command(
+        tmp_path / "python", tree, "ci", 5, tmp_path / "r.json", replay={"ga": 2}, release=[tmp_path / "rel"]
+    )
+    assert cmd[1:3] == ["-m", "invariants"]
+    assert cmd[cmd.index("--seed") + 1] == "5" and cmd[cmd.index("--profile") + 1] == "ci"
+    assert json.loads(cmd[cmd.index("--replay") + 1]) == {"ga": 2}
+    assert cmd[cmd.index("--release-path") + 1] == str(tmp_path / "rel")
+
+
+# -- declared limitations ----------------------------------------------------------------------------------
+
+DECLARATIONS = [
+    {
+        "invariant": "window-gradient",
+        "trees": ["series"],
+        "when": {"model": ["bert_cls"], "ga": {"min": 2}},
+        "reason": "x GA",
+    },
+    {"invariant": "skip-count", "trees": ["*"], "when": {"streamed": True, "ga": {"max": 2}}, "reason": "streams"},
+]
+
+
+@pytest.mark.parametrize(
+    ("invariant", "tree", "config", "reason"),
+    [
+        ("window-gradient", "series", {"model": "bert_cls", "ga": 2}, "x GA"),
+        ("window-gradient", "series", {"model": "bert_cls", "ga": 1}, None),  # below the minimum
+        ("window-gradient", "release", {"model": "bert_cls", "ga": 4}, None),  # another tree
+        ("window-gradient", "series", {"model": "reg_kw", "ga": 4}, None),  # another model
+        ("window-gradient", "series", {"ga": 4}, None),  # the key is missing
+        ("logged-loss", "series", {"model": "bert_cls", "ga": 4}, None),  # another invariant
+        ("skip-count", "path:/x", {"streamed": True, "ga": 2}, "streams"),  # any tree
+        ("skip-count", "series", {"streamed": True, "ga": 3}, None),  # above the maximum
+        ("skip-count", "series", {"streamed": False, "ga": 1}, None),  # equality
+        ("skip-count", "series", {"streamed": True, "ga": True}, None),  # a bool is not a number
+    ],
+)
+def test_a_declaration_covers_its_invariant_tree_and_configurations(invariant, tree, config, reason):
+    assert declared.find(invariant, tree, config, DECLARATIONS) == reason
+
+
+def test_the_shipped_declarations_are_well_formed():
+    for entry in declared.DECLARED:
+        assert set(entry) == {"invariant", "trees", "when", "reason"}
+        assert entry["reason"] and entry["trees"] and isinstance(entry["when"], dict)
