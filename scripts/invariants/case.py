@@ -111,7 +111,9 @@ class Harness:
                 "index": self.attempt,
                 "global_step": state.global_step,
                 "lr": float(optimizer.param_groups[0]["lr"]),
-                "injected": self.poison,
+                # a fault counts when it took effect: an inf on the loss of a micro-batch without targets
+                # reaches no weight (its gradient is 0 whatever comes in)
+                "injected": self.poison and not bool(torch.isfinite(grad).all()),
                 "finite": bool(torch.isfinite(grad).all()),
                 "grad": grad,
                 "expected": expected,

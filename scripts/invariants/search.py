@@ -58,6 +58,7 @@ class Search:
         known = {judges.key(v["invariant"], v["config"]) for v in self.violations}
         noted = {judges.key(d["invariant"], d["config"]) for d in self.declared}
         state: dict[str, Any] = {"target": None, "key": None, "best": None, "first_at": None, "calls": 0}
+        state["failing"] = set()
 
         @settings(
             max_examples=max(1, self.profile.max_examples - self.examples),
@@ -76,8 +77,8 @@ class Search:
             target = state["target"]
             if target is None and self.over():
                 return
-            if target is not None and key != state["best"][0] and self._shrink_over(state):
-                return
+            if target is not None and key not in state["failing"] and self._shrink_over(state):
+                return  # shrinking took its time: only the examples known to fail run again (the final replay)
             state["calls"] += 1
             self.examples += 1 if target is None else 0
             broken = self.runner(config)
@@ -97,6 +98,8 @@ class Search:
                 state["shrink_from"] = time.monotonic()
                 self.log(f"invariants: {self.tree}: {state['key']} broken at example {self.examples}; shrinking")
             if target is not None and target in fresh and judges.key(target, config) == state["key"]:
+                # Hypothesis replays the minimal failing example last: the last one recorded is the shrunk one
+                state["failing"].add(key)
                 state["best"] = (key, config, broken[target])
                 raise Found(target)
 
@@ -105,6 +108,10 @@ class Search:
             prop()
         except Found:
             pass
+        except Exception as exc:  # Hypothesis' own verdicts (a flaky replay): the last failing example stands
+            if state["best"] is None:
+                raise
+            self.log(f"invariants: {self.tree}: {type(exc).__name__} while shrinking; the last failing example stands")
         if state["best"] is None:
             return False
         _, config, found = state["best"]
