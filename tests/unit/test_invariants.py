@@ -49,7 +49,6 @@ def test_a_replay_must_be_a_json_object(text, message):
     ("argv", "message"),
     [
         (["--tree", "main"], "--tree 'main': use release, series or path:DIR"),
-        (["--seed", "-1"], "--seed must be 0 or more"),
         (["--tree", "series", "--tree", "series"], "--tree: each tree once"),
         (["--replay", "[1]"], "--replay must be a JSON object"),
         (["--json", "/no/such/folder/r.json"], "the folder /no/such/folder does not exist"),
@@ -60,6 +59,16 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("series: error: ") and message in err
+
+
+def test_a_seed_is_a_whole_number_or_random(capsys):
+    parse = cli.build_parser().parse_args
+    assert parse(["invariants", "--seed", "7"]).seed == 7
+    assert 0 <= parse(["invariants", "--seed", "random"]).seed < 2**31
+    with pytest.raises(SystemExit) as info:
+        parse(["invariants", "--seed", "-1"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "argument --seed: '-1' is not a whole number" in err
 
 
 def test_an_unknown_profile_is_a_usage_error(capsys):

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import secrets
 import time
 from pathlib import Path
 
@@ -40,13 +41,22 @@ NEEDS_GIT = True
 NEEDS_WORK = True
 
 
+def _seed(text: str) -> int:
+    """A seed: a whole number, or `random` (one is drawn, and printed with the command that reruns it)."""
+    if text == "random":
+        return secrets.randbelow(2**31)
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number 0 or more, or random")
+    return int(text)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="whose series (default: the first target, transformers)")
     p.add_argument(
         "--tree", action="append", metavar="TREE", help="release, series or path:DIR (repeatable; default both)"
     )
     p.add_argument("--profile", choices=invariants.PROFILES, default="ci", help="examples and time per tree (ci)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="the search's seed (0)")
+    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="the search's seed, or random (0)")
     p.add_argument("--replay", metavar="JSON", help="run this one configuration (as a violation printed it)")
     p.add_argument("--json", metavar="FILE", help="write the report here")
     p.add_argument("--python", metavar="PATH", help="use this interpreter (with torch) instead of the pinned venv")
@@ -54,8 +64,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
-    if args.seed < 0:
-        raise SeriesError("--seed must be 0 or more")
     trees = [invariants.parse_tree(spec) for spec in args.tree or invariants.TREES]
     if len({t.label for t in trees}) != len(trees):
         raise SeriesError("--tree: each tree once")
