@@ -73,7 +73,7 @@ def test_workflows_are_small_pinned_and_cached():
                 assert "hashFiles('scripts/requirements-test.txt')" in step["with"]["key"]
             if step.get("uses", "").startswith("actions/upload-artifact@"):
                 assert ".json" in step["with"]["path"], (name, job_name)
-                assert ".xml" in step["with"]["path"] or job_name == "downstream", (name, job_name)
+                assert ".xml" in step["with"]["path"] or job_name in ("downstream", "invariants"), (name, job_name)
                 assert step["if"] == "always()"
 
     ci = workflows["ci.yml"]
@@ -125,6 +125,9 @@ def test_workflows_are_small_pinned_and_cached():
     downstream = [c for c in _series_calls(nightly) if c[0] == "downstream"]
     assert len(downstream) == 1 and "--json" in downstream[0]
     assert downstream[0][downstream[0].index("--summary") + 1] == "$GITHUB_STEP_SUMMARY"
+    # the step-loop invariants run every night with the nightly profile, a new seed and the report uploaded
+    found = [c for c in _series_calls(nightly) if c[0] == "invariants"]
+    assert len(found) == 1 and found[0][found[0].index("--profile") + 1] == "nightly" and "--json" in found[0]
     # the nightly series checks (upstream main, the GPU) run every green stage 10 times: flakes fail them
     repeated = [c for job in ("upstream-main", "gpu") for c in _series_calls({"jobs": {job: nightly["jobs"][job]}})]
     repeated = [c for c in repeated if c[0] == "verify"]
