@@ -18,7 +18,7 @@ def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor])
     is not used: the logits or predictions are)."""
     labels = batch["labels"]
     if kind in ("reg_kw", "reg_nokw"):
-        pred = model.lin(batch["x"].float()).squeeze(-1)  # type: ignore[operator]
+        pred = model.lin(batch["x"].float()).squeeze(-1)
         mask = labels.ne(IGNORE)
         return (((pred - labels) ** 2) * mask).sum(), int(mask.sum())
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
