@@ -38,62 +38,64 @@ PROFILES = {
 
 @st.composite
 def configs(draw: Any) -> dict[str, Any]:
+    # Every choice is drawn in every case, in the same order, whether it matters or not (a choice that does not
+    # apply is then set to its plain value): each one shrinks on its own, across models and modes.
     model = draw(st.sampled_from(MODELS))
     seq_len = draw(st.integers(2, 4))
     n = draw(st.integers(1, 9))
-    if model == "bert_cls":
-        targets = [1] * n
-    else:
-        most = seq_len - 1 if model == "llama_lm" else seq_len
-        # the number of positions without a target shrinks to 0: every position a target
-        targets = [most - k for k in draw(st.lists(st.integers(0, most), min_size=n, max_size=n))]
+    # how many positions of each sample have no target; shrinks to 0: every position a target
+    masked = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
     batch_size = draw(st.integers(1, 3))
     ga = draw(st.integers(1, 4))
     streamed = draw(st.booleans())
+    optim = draw(st.sampled_from(OPTIMIZERS))
     fp16 = draw(st.booleans())
-    inject = sorted(draw(st.sets(st.integers(0, 11), max_size=4))) if fp16 else []
-    epochs_mode = False if streamed else draw(st.booleans())
-    max_steps = 0 if epochs_mode else draw(st.integers(1, 8))
-    epochs = draw(st.integers(1, 3)) if epochs_mode else 1
+    inject = sorted(draw(st.sets(st.integers(0, 11), max_size=4)))
+    schedule = draw(st.sampled_from(SCHEDULES))
+    warmup = draw(st.integers(0, 3))
+    epochs_mode = draw(st.booleans())
+    max_steps = draw(st.integers(1, 8))
+    epochs = draw(st.integers(1, 3))
+    logging = draw(st.sampled_from([1, 2, 3, 4, "epoch"]))
     save_steps = draw(st.sampled_from([0, 1, 2, 3]))
-    resume = None
-    if save_steps:
-        resume = draw(
-            st.none()
-            | st.fixed_dictionaries(
-                {
-                    "checkpoint": st.integers(0, 5),
-                    "batch_size": st.just(batch_size) | st.integers(1, 3),
-                    "ga": st.just(ga) | st.integers(1, 4),
-                }
-            )
-        )
+    resume = draw(st.booleans())
+    resume_from = draw(st.integers(0, 5))
+    resume_batch_size = draw(st.just(batch_size) | st.integers(1, 3))
+    resume_ga = draw(st.just(ga) | st.integers(1, 4))
     # a third of the cases each: no callback, one that stops epochs, one that stops training
     kind = draw(st.sampled_from([None, "epoch_stop", "train_stop"]))
-    callback = None if kind is None else {"kind": kind, "k": draw(st.integers(0, 6))}
-    config = {
+    k = draw(st.integers(0, 6))
+    clip = draw(st.sampled_from([0.0, 1e9]))
+
+    most = {"bert_cls": 1, "llama_lm": seq_len - 1}.get(model, seq_len)
+    targets = [1] * n if model == "bert_cls" else [most - min(m, most) for m in masked]
+    epochs_mode = epochs_mode and not streamed  # a stream has no length: max_steps
+    return {
         "model": model,
         "targets": targets,
         "seq_len": seq_len,
         "batch_size": batch_size,
         "ga": ga,
         "streamed": streamed,
-        "optim": draw(st.sampled_from(OPTIMIZERS)),
+        "optim": optim,
         "fp16": fp16,
-        "inject": inject,
-        "schedule": draw(st.sampled_from(SCHEDULES)),
-        "warmup": draw(st.integers(0, 3)),
+        "inject": inject if fp16 else [],
+        "schedule": schedule,
+        "warmup": warmup,
         "learning_rate": 0.01,
-        "max_steps": max_steps,
-        "epochs": epochs,
-        "logging": draw(st.sampled_from([1, 2, 3, 4, "epoch"])),
+        "max_steps": 0 if epochs_mode else max_steps,
+        "epochs": epochs if epochs_mode else 1,
+        "logging": logging,
         "save_steps": save_steps,
-        "callback": callback,
-        "resume": resume,
+        "callback": None if kind is None else {"kind": kind, "k": k},
+        "resume": (
+            {"checkpoint": resume_from, "batch_size": resume_batch_size, "ga": resume_ga}
+            if resume and save_steps
+            else None
+        ),
         # fp16: a clip threshold no gradient reaches, so the gradients are unscaled before the harness reads them
-        "max_grad_norm": 1e9 if fp16 else draw(st.sampled_from([0.0, 1e9])),
+        "max_grad_norm": 1e9 if fp16 else clip,
     }
-    return config
 
 
 def check(config: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ harness injected, never from the Trainer's own counters. Each docstring names th
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -282,21 +281,6 @@ INVARIANTS: dict[str, Judge] = {
     "release-loads": release_loads,
     "completes": completes,
 }
-
-
-# invariants whose violations are told apart by the model (one head's known defect must not hide another's) or by
-# the data (a stream's defect must not hide a sized dataset's: they take other paths through the loop)
-BY_MODEL = ("window-gradient", "logged-loss")
-BY_DATA = ("bounded-run", "run-length")
-
-
-def key(invariant: str, config: dict[str, Any]) -> str:
-    """What makes two violations different findings: the invariant, and the model or the kind of data."""
-    if invariant in BY_MODEL:
-        return f"{invariant}[{config['model']}]"
-    if invariant in BY_DATA:
-        return f"{invariant}[{'stream' if config['streamed'] else 'sized'}]"
-    return invariant
 
 
 def judge(obs: Observation) -> dict[str, list[str]]:

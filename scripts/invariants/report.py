@@ -5,6 +5,21 @@ import shlex
 from typing import Any
 
 
+# invariants whose violations are told apart by the model (one head's known defect must not hide another's) or by
+# the data (a stream's defect must not hide a sized dataset's: they take other paths through the loop)
+BY_MODEL = ("window-gradient", "logged-loss")
+BY_DATA = ("bounded-run", "run-length")
+
+
+def key(invariant: str, config: dict[str, Any]) -> str:
+    """What makes two violations different findings: the invariant, and the model or the kind of data."""
+    if invariant in BY_MODEL:
+        return f"{invariant}[{config['model']}]"
+    if invariant in BY_DATA:
+        return f"{invariant}[{'stream' if config['streamed'] else 'sized'}]"
+    return invariant
+
+
 def config_json(config: dict[str, Any]) -> str:
     """The configuration as one line of JSON, keys in a stable order (what --replay takes)."""
     return json.dumps(config, separators=(",", ":"), sort_keys=True)

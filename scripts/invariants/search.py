@@ -14,8 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as seed_of
 
-from . import declared, draw, judges, report
-from .case import Observation
+from . import declared, draw, report
 
 
 Runner = Callable[[dict[str, Any]], dict[str, list[str]]]
@@ -42,7 +41,7 @@ class Search:
     def entry(self, invariant: str, config: dict[str, Any], found: list[str], reason: str | None) -> dict[str, Any]:
         return {
             "invariant": invariant,
-            "key": judges.key(invariant, config),
+            "key": report.key(invariant, config),
             "tree": self.tree,
             "config": config,
             "found": found,
@@ -55,8 +54,8 @@ class Search:
 
     def round(self) -> bool:
         """One Hypothesis run; True when it found a new undeclared violation."""
-        known = {judges.key(v["invariant"], v["config"]) for v in self.violations}
-        noted = {judges.key(d["invariant"], d["config"]) for d in self.declared}
+        known = {report.key(v["invariant"], v["config"]) for v in self.violations}
+        noted = {report.key(d["invariant"], d["config"]) for d in self.declared}
         state: dict[str, Any] = {"target": None, "key": None, "best": None, "first_at": None, "calls": 0}
         state["failing"] = set()
 
@@ -84,20 +83,20 @@ class Search:
             broken = self.runner(config)
             for invariant, found in broken.items():
                 reason = declared.find(invariant, self.tree, config)
-                if reason and judges.key(invariant, config) not in noted:
-                    noted.add(judges.key(invariant, config))
+                if reason and report.key(invariant, config) not in noted:
+                    noted.add(report.key(invariant, config))
                     self.declared.append(self.entry(invariant, config, found, reason))
             fresh = [
-                i for i in broken if judges.key(i, config) not in known and not declared.find(i, self.tree, config)
+                i for i in broken if report.key(i, config) not in known and not declared.find(i, self.tree, config)
             ]
             if target is None and fresh:
                 state["target"] = target = fresh[0]
-                state["key"] = judges.key(target, config)
+                state["key"] = report.key(target, config)
                 state["first_at"] = self.examples
                 state["seconds"] = time.monotonic() - self.started
                 state["shrink_from"] = time.monotonic()
                 self.log(f"invariants: {self.tree}: {state['key']} broken at example {self.examples}; shrinking")
-            if target is not None and target in fresh and judges.key(target, config) == state["key"]:
+            if target is not None and target in fresh and report.key(target, config) == state["key"]:
                 # Hypothesis replays the minimal failing example last: the last one recorded is the shrunk one
                 state["failing"].add(key)
                 state["best"] = (key, config, broken[target])
@@ -130,9 +129,9 @@ class Search:
             pass
 
 
-def observe(
-    run_case: Callable[[dict[str, Any]], Observation], judge: Callable[[Observation], dict[str, list[str]]]
-) -> Runner:
+def observe(run_case: Callable[[dict[str, Any]], Any], judge: Callable[[Any], dict[str, list[str]]]) -> Runner:
+    """The runner of a search: run a configuration, then judge what it showed."""
+
     def runner(config: dict[str, Any]) -> dict[str, list[str]]:
         return judge(run_case(config))
 
