@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         for invariant, found in broken.items():
             entry = {
                 "invariant": invariant,
+                "key": report.key(invariant, config),
                 "tree": args.tree_label,
                 "config": config,
                 "found": found,

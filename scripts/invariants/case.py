@@ -134,9 +134,11 @@ class Harness:
         harness = self
 
         def wrapped(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            out = original(model, inputs, *args, **kwargs)
-            if model.training and torch.is_grad_enabled():
+            training = model.training and torch.is_grad_enabled()
+            if training:  # before compute_loss, which takes the labels out for a compute_loss_func
                 harness.pending.append({k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)})
+            out = original(model, inputs, *args, **kwargs)
+            if training:
                 loss = out[0] if isinstance(out, tuple) else out
                 if harness.attempt in harness.config["inject"] and loss.requires_grad:
                     harness.poison = True
@@ -213,6 +215,7 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
         model=model,
         args=_arguments(config, folder, run.batch_size, run.ga),
         train_dataset=models.dataset(config, counter),
+        compute_loss_func=models.regression_loss if config["model"] == "reg_func" else None,
     )
     from transformers.trainer_callback import PrinterCallback
 

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 
-MODELS = ("reg_kw", "reg_nokw", "bert_cls", "llama_lm")
+MODELS = ("reg_kw", "reg_nokw", "reg_func", "bert_cls", "bert_tok", "llama_lm")
 OPTIMIZERS = ("adamw_torch", "adamw_torch_fused")
 SCHEDULES = ("constant", "linear", "constant_with_warmup")
 KEYS = (

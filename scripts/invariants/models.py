@@ -59,28 +59,46 @@ class RegressionWithoutKwargs(nn.Module):
         return out
 
 
+def regression_loss(outputs: Any, labels: torch.Tensor, num_items_in_batch: Any = None) -> torch.Tensor:
+    """The `compute_loss_func` of `reg_func`: the squared errors over the targets, divided by the Trainer's count."""
+    pred = outputs["logits"]
+    mask = labels.ne(IGNORE)
+    total = ((pred - labels) ** 2 * mask).sum()
+    count = mask.sum() if num_items_in_batch is None else num_items_in_batch
+    return total / torch.clamp(torch.as_tensor(count, dtype=total.dtype), min=1)
+
+
+def _bert_config() -> Any:
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=CLASSES,
+    )
+
+
 def build_model(kind: str) -> nn.Module:
     """A fresh model of `kind`, the same weights every time (seeded)."""
     torch.manual_seed(0)
-    if kind == "reg_kw":
+    if kind in ("reg_kw", "reg_func"):
         return RegressionWithKwargs()
     if kind == "reg_nokw":
         return RegressionWithoutKwargs()
     if kind == "bert_cls":
-        from transformers import BertConfig, BertForSequenceClassification
+        from transformers import BertForSequenceClassification
 
-        config = BertConfig(
-            vocab_size=VOCAB,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=16,
-            max_position_embeddings=16,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-            num_labels=CLASSES,
-        )
-        return BertForSequenceClassification(config)
+        return BertForSequenceClassification(_bert_config())
+    if kind == "bert_tok":
+        from transformers import BertForTokenClassification
+
+        return BertForTokenClassification(_bert_config())
     if kind == "llama_lm":
         from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -102,7 +120,7 @@ def samples(kind: str, targets: list[int], seq_len: int) -> list[dict[str, torch
     gen = torch.Generator().manual_seed(1)
     out = []
     for count in targets:
-        if kind in ("reg_kw", "reg_nokw"):
+        if kind in ("reg_kw", "reg_nokw", "reg_func"):
             labels = torch.randn(seq_len, generator=gen)
             labels[count:] = IGNORE
             out.append({"x": torch.randn(seq_len, FEATURES, generator=gen), "labels": labels})
@@ -110,6 +128,11 @@ def samples(kind: str, targets: list[int], seq_len: int) -> list[dict[str, torch
             ids = torch.randint(1, VOCAB, (seq_len,), generator=gen)
             label = torch.randint(0, CLASSES, (), generator=gen)
             out.append({"input_ids": ids, "attention_mask": torch.ones(seq_len, dtype=torch.long), "labels": label})
+        elif kind == "bert_tok":
+            ids = torch.randint(1, VOCAB, (seq_len,), generator=gen)
+            labels = torch.randint(0, CLASSES, (seq_len,), generator=gen)
+            labels[count:] = IGNORE
+            out.append({"input_ids": ids, "attention_mask": torch.ones(seq_len, dtype=torch.long), "labels": labels})
         else:
             ids = torch.randint(1, VOCAB, (seq_len,), generator=gen)
             labels = ids.clone()

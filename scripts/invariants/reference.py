@@ -17,7 +17,7 @@ def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor])
     """The sum of the per-target losses of one micro-batch and its number of targets (the model's own loss code
     is not used: the logits or predictions are)."""
     labels = batch["labels"]
-    if kind in ("reg_kw", "reg_nokw"):
+    if kind in ("reg_kw", "reg_nokw", "reg_func"):
         pred = model.lin(batch["x"].float()).squeeze(-1)
         mask = labels.ne(IGNORE)
         return (((pred - labels) ** 2) * mask).sum(), int(mask.sum())
