@@ -31,7 +31,7 @@ class Profile:
 
 
 PROFILES = {
-    "ci": Profile("ci", max_examples=150, seconds=180, shrink_seconds=15, case_seconds=30),
+    "ci": Profile("ci", max_examples=150, seconds=180, shrink_seconds=10, case_seconds=30),
     "nightly": Profile("nightly", max_examples=1500, seconds=2400, shrink_seconds=120, case_seconds=60),
 }
 

@@ -6,8 +6,9 @@ from typing import Any
 
 
 # invariants whose violations are told apart by the model (one head's known defect must not hide another's) or by
-# the data (a stream's defect must not hide a sized dataset's: they take other paths through the loop)
-BY_MODEL = ("window-gradient", "logged-loss")
+# the data (a stream's defect must not hide a sized dataset's: they take other paths through the loop); a logged
+# loss is wrong for every head alike when the gradient is right, so it is not told apart by the model
+BY_MODEL = ("window-gradient",)
 BY_DATA = ("bounded-run", "run-length")
 
 

@@ -27,7 +27,7 @@ configuration and printed with the tree and one command that replays it. Declare
 pinned venv.
 
 --tree release (5.24.0), series (the manifest's whole series), path:DIR (a checkout); default: release, then
-series. --profile ci (about 4 minutes a tree on 2 cores) or nightly (about 40). --seed N makes the search
+series. --profile ci (about 3 minutes a tree on 2 cores) or nightly (about 40). --seed N makes the search
 reproducible (the examples it draws; the time budgets can only cut it short). --replay JSON runs one
 configuration on each tree instead of a search.
 
