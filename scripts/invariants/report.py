@@ -10,14 +10,18 @@ from typing import Any
 # loss is wrong for every head alike when the gradient is right, so it is not told apart by the model
 BY_MODEL = ("window-gradient",)
 BY_DATA = ("bounded-run", "run-length")
+# and a skip count off in a run without faults (phantom skips) from one off in a run with some (lost or extra ones)
+BY_FAULTS = ("skip-count",)
 
 
 def key(invariant: str, config: dict[str, Any]) -> str:
-    """What makes two violations different findings: the invariant, and the model or the kind of data."""
+    """What makes two violations different findings: the invariant, and the model, the data or the faults."""
     if invariant in BY_MODEL:
         return f"{invariant}[{config['model']}]"
     if invariant in BY_DATA:
         return f"{invariant}[{'stream' if config['streamed'] else 'sized'}]"
+    if invariant in BY_FAULTS:
+        return f"{invariant}[{'infs' if config['fp16'] and config['inject'] else 'no infs'}]"
     return invariant
 
 

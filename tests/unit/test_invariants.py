@@ -143,6 +143,16 @@ def test_the_report_has_the_shape_of_the_other_reports():
     assert crashed == ["  series: NOT RUN: x"]
 
 
+def test_findings_are_told_apart_by_model_data_or_faults():
+    config = {"model": "bert_cls", "streamed": True, "fp16": True, "inject": [2]}
+    assert report.key("window-gradient", config) == "window-gradient[bert_cls]"
+    assert report.key("bounded-run", config) == "bounded-run[stream]"
+    assert report.key("run-length", dict(config, streamed=False)) == "run-length[sized]"
+    assert report.key("skip-count", config) == "skip-count[infs]"
+    assert report.key("skip-count", dict(config, inject=[])) == "skip-count[no infs]"
+    assert report.key("logged-loss", config) == "logged-loss"
+
+
 def test_the_rerun_command_names_the_trees_profile_and_seed():
     trees = [invariants.parse_tree("release"), invariants.parse_tree("series")]
     assert invariants.rerun_command("nightly", 7, trees) == (

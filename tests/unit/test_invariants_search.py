@@ -32,8 +32,9 @@ def _search(seed=0, tree="series"):
 def test_each_invariant_is_found_once_shrunk_to_its_minimal_configuration():
     found, lines = _search()
     by_key = {v["key"]: v for v in found.violations}
-    assert set(by_key) == {"skip-count", "run-length[stream]"}
-    skip = by_key["skip-count"]["config"]
+    assert set(by_key) == {"skip-count[no infs]", "skip-count[infs]", "run-length[stream]"}
+    assert by_key["skip-count[infs]"]["config"]["inject"] == [0]  # the fewest infs, the first attempt
+    skip = by_key["skip-count[no infs]"]["config"]
     assert (skip["ga"], skip["batch_size"], skip["model"], skip["streamed"], skip["fp16"]) == (
         2,
         2,
@@ -44,7 +45,7 @@ def test_each_invariant_is_found_once_shrunk_to_its_minimal_configuration():
     assert skip["targets"] == [skip["seq_len"]] and skip["callback"] is None and skip["resume"] is None
     stream = by_key["run-length[stream]"]["config"]
     assert stream["streamed"] and stream["ga"] == 1 and stream["batch_size"] == 1
-    entry = by_key["skip-count"]
+    entry = by_key["skip-count[no infs]"]
     assert entry["examples"] >= 1 and entry["replay"] == report.replay_command("series", skip)
     assert "VIOLATION skip-count on series" in lines
 
