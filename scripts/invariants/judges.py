@@ -74,7 +74,7 @@ def _injected_before(obs: Observation, run: Run) -> int:
 
 def updates_counted(obs: Observation) -> list[str]:
     """An attempt is skipped exactly when the harness injected an inf into its window, and `global_step` equals the
-    applied updates (the optimizer's own step count), also after a resume. Series claims: 0009-0011 (seed 000:
+    applied updates (the optimizer's own step count), also after a resume. Series claims: 0009, 0010 (seed 000:
     `global_step` counts real optimizer updates only)."""
     found = []
     for where, run in _runs(obs):
@@ -92,7 +92,7 @@ def updates_counted(obs: Observation) -> list[str]:
 
 def skip_count(obs: Observation) -> list[str]:
     """The Trainer's skip count equals the infs the harness injected, in the run and after a resume from any
-    checkpoint, with any batch size or accumulation. Series claims: 0010, 0011 (issue 27 items 2, 3)."""
+    checkpoint, with any batch size or accumulation. Series claims: 0009, 0010 (issue 27 items 2, 3)."""
     found = []
     for where, run in _runs(obs):
         if run.error_kind is not None:
@@ -105,7 +105,7 @@ def skip_count(obs: Observation) -> list[str]:
 
 def run_length(obs: Observation) -> list[str]:
     """A `max_steps` run without a stopping callback ends at `global_step == max_steps` (also after a resume); an
-    epoch run without one attempts the windows of its epochs (closed form). Series claim: 0011 (extra passes make
+    epoch run without one attempts the windows of its epochs (closed form). Series claim: 0010 (extra passes make
     up skipped steps only), issue 27 item 2 (the right end after a resume)."""
     config = obs.config
     if config["callback"] is not None:
@@ -122,7 +122,7 @@ def run_length(obs: Observation) -> list[str]:
 
 def step_end_once(obs: Observation) -> list[str]:
     """`on_step_end` sees each `global_step` once, strictly increasing, from the one the run starts at to the one it
-    ends at. Series claim: the `TrainerCallback` contract of 0011 (issue 27 item 4: a callback keyed on
+    ends at. Series claim: the `TrainerCallback` contract of 0010 (issue 27 item 4: a callback keyed on
     `global_step` fires once per step)."""
     found = []
     for where, run in _runs(obs):
@@ -136,7 +136,7 @@ def step_end_once(obs: Observation) -> list[str]:
 
 def step_begin_once(obs: Observation) -> list[str]:
     """`on_step_begin` sees a `global_step` again only for an attempt that was skipped there (a step cut by the end
-    of a pass does not begin twice). Series claim: 0011 (issue 27 item 4)."""
+    of a pass does not begin twice). Series claim: 0010 (issue 27 item 4)."""
     found = []
     for where, run in _runs(obs):
         if run.error_kind is not None:
@@ -185,7 +185,7 @@ def learning_rates(obs: Observation) -> list[str]:
 
 def bounded_run(obs: Observation) -> list[str]:
     """`train()` ends within a bound of reads: the passes the run needs, one more per injected skip, one spare (and
-    a wall-clock guard). Series claim: 0011 (issue 27 item 1: a pass that makes neither an update nor a skip ends
+    a wall-clock guard). Series claim: 0010 (issue 27 item 1: a pass that makes neither an update nor a skip ends
     training)."""
     return [
         f"{where}: {run.error} (bound {run.read_bound} samples)"
@@ -201,7 +201,7 @@ def completes(obs: Observation) -> list[str]:
 
 def resume_identical(obs: Observation) -> list[str]:
     """Resuming from a checkpoint with the same arguments ends with bit-identical weights to the run that was not
-    interrupted. Series claims: 0008 (exact next batch), 0010-0011 (counts restored)."""
+    interrupted. Series claims: 0008 (exact next batch), 0009, 0010 (counts restored)."""
     if not _same_arguments(obs) or obs.resumed is None or obs.resumed.error_kind or obs.first.error_kind:
         return []
     differ = [
@@ -214,17 +214,18 @@ def resume_identical(obs: Observation) -> list[str]:
 
 
 def logged_losses(obs: Observation) -> list[str]:
-    """Each logged `loss` is the mean of the reference losses of the windows applied since the previous log, and
-    nothing is logged when no update was applied since then (a log with a window without targets is not judged).
-    Series claims: 0006 (no leaked loss), 0011 (skipped windows are not counted; issue 27 item 9)."""
+    """Each logged `loss` is the mean of the reference losses of the windows read since the previous log (those
+    whose optimizer step was skipped too: their loss was measured on the same weights), and nothing is logged when
+    no update was applied since then (a log with a window without targets is not judged). Series claims: 0006 (no
+    leaked loss), 0010 (an interval's loss over its windows, none without an update; issue 27 item 9)."""
     found = []
     rtol = FP16_RTOL if obs.config["fp16"] else LOSS_RTOL
     for where, run in _runs(obs):
         start = 0
         for log in run.logs:
-            windows = [a for a in run.attempts[start : log["attempts"]] if a["applied"]]
+            windows = run.attempts[start : log["attempts"]]
             start = log["attempts"]
-            if not windows:
+            if not any(a["applied"] for a in windows):
                 found.append(
                     f"{where}: a loss is logged at global_step {log['step']} with no update since the last log"
                 )
@@ -247,7 +248,7 @@ LOADER: Callable[[str], str | None] | None = None  # set by the worker: the rele
 
 def release_loads(obs: Observation) -> list[str]:
     """A checkpoint written before any skip loads in 5.24.0 (`TrainerState.load_from_json` of the release). Series
-    claims: 0001, 0010 (the skip count is written only when non-zero)."""
+    claims: 0001, 0008, 0009 (the skip count is written only when non-zero)."""
     if LOADER is None:
         return []
     found = []
