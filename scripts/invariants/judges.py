@@ -185,8 +185,8 @@ def learning_rates(obs: Observation) -> list[str]:
 
 def bounded_run(obs: Observation) -> list[str]:
     """`train()` ends within a bound of reads: the passes the run needs, one more per injected skip, one spare (and
-    a wall-clock guard). Series claim: 0010 (issue 27 item 1: a pass that makes neither an update nor a skip ends
-    training)."""
+    a wall-clock guard). Series claim: 0010 (issue 27 item 1: a `max_steps` run over sized data reads only the
+    passes its updates and skips need)."""
     return [
         f"{where}: {run.error} (bound {run.read_bound} samples)"
         for where, run in _runs(obs)

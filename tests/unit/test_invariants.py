@@ -181,6 +181,7 @@ DECLARATIONS = [
         "reason": "x GA",
     },
     {"invariant": "skip-count", "trees": ["*"], "when": {"streamed": True, "ga": {"max": 2}}, "reason": "streams"},
+    {"invariant": "bounded-run", "trees": ["*"], "when": {"callback": {"kind": "epoch_stop"}}, "reason": "stops"},
 ]
 
 
@@ -197,6 +198,9 @@ DECLARATIONS = [
         ("skip-count", "series", {"streamed": True, "ga": 3}, None),  # above the maximum
         ("skip-count", "series", {"streamed": False, "ga": 1}, None),  # equality
         ("skip-count", "series", {"streamed": True, "ga": True}, None),  # a bool is not a number
+        ("bounded-run", "series", {"callback": {"k": 0, "kind": "epoch_stop"}}, "stops"),  # a nested predicate
+        ("bounded-run", "series", {"callback": {"k": 0, "kind": "train_stop"}}, None),  # another kind
+        ("bounded-run", "series", {"callback": None}, None),  # no callback drawn
     ],
 )
 def test_a_declaration_covers_its_invariant_tree_and_configurations(invariant, tree, config, reason):
