@@ -39,6 +39,7 @@ exit status: 0 no undeclared violation on any tree but the release; 1 some (or a
 2 bad input or environment; 130 interrupted."""
 NEEDS_GIT = True
 NEEDS_WORK = True
+LOCKS_WORK = True
 
 
 def _seed(text: str) -> int:
