@@ -27,6 +27,7 @@ TARGET_KEYS = {
     "reviewers": False,
     "depends": False,
     "upstream_tests": False,
+    "upstream_tests_changed": False,
     "downstream": False,
 }
 REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
@@ -65,6 +66,9 @@ class Target:
     depends: dict[str, list[str]] = field(default_factory=dict)
     # upstream's own test files `verify --upstream-tests` runs on the base and with the whole series
     upstream_tests: list[str] = field(default_factory=list)
+    # patch -> the upstream tests it intends to make fail, whose pull request updates them
+    # ([targets.<name>.upstream_tests_changed]): a list of {"test": pytest node id, "reason": one line}
+    upstream_tests_changed: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     # patch -> the differences it intends in `downstream` scenarios ([targets.<name>.downstream]): a list of
     # {"scenarios": [glob patterns], "reason": one line, "fields": [outcome fields it may change]}
     downstream: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -169,6 +173,9 @@ def load(path: str | Path) -> Manifest:
             reviewers=list(reviewers),
             depends=depends,
             upstream_tests=list(upstream_tests),
+            upstream_tests_changed=_upstream_tests_changed(
+                path, name, table.get("upstream_tests_changed", {}), patches, upstream_tests
+            ),
             downstream=_downstream(path, name, table.get("downstream", {}), patches),
         )
     return Manifest(path=path, targets=targets)
@@ -248,6 +255,51 @@ def _downstream(path: Path, name: str, table: object, patches: list[str]) -> dic
                 known = ", ".join(DOWNSTREAM_FIELDS)
                 raise SeriesError(f"{where}: {patch!r}: fields must list outcome fields ({known})")
             declared[patch].append({"scenarios": list(scenarios), "reason": reason.strip(), "fields": list(fields)})
+    return declared
+
+
+def _upstream_tests_changed(
+    path: Path, name: str, table: object, patches: list[str], upstream_tests: list[str]
+) -> dict[str, list[dict[str, str]]]:
+    """Validate `[targets.<name>.upstream_tests_changed]`: patch -> [{test, reason}], the upstream tests that
+    assert the behaviour the patch changes (its pull request updates them). `test` is a pytest node id in one of
+    the target's `upstream_tests` files (`tests/trainer/test_trainer.py::TrainerLoggingTest::test_x`), `reason`
+    one line; a test is declared once."""
+    where = f"manifest {path}: [targets.{name}.upstream_tests_changed]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of patch = [{{ test = "tests/...py::...", reason = "..." }}, ...]')
+    declared: dict[str, list[dict[str, str]]] = {}
+    seen: dict[str, str] = {}
+    for patch, entries in table.items():
+        if patch not in patches:
+            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
+        if not isinstance(entries, list) or not entries:
+            raise SeriesError(f"{where}: {patch!r} must map to a list of {{ test, reason }} tables")
+        declared[patch] = []
+        for entry in entries:
+            if not isinstance(entry, dict):
+                raise SeriesError(f"{where}: {patch!r} lists {entry!r}, not a {{ test, reason }} table")
+            unknown = sorted(set(entry) - {"test", "reason"})
+            if unknown:
+                raise SeriesError(f"{where}: {patch!r}: unknown key(s) {', '.join(unknown)} (test, reason)")
+            test = entry.get("test")
+            parts = test.split("::") if isinstance(test, str) else []
+            if not isinstance(test, str) or len(parts) < 2 or not all(part and part == part.strip() for part in parts):
+                raise SeriesError(
+                    f"{where}: {patch!r}: test must be a pytest node id (tests/...py::Class::test_name), not {test!r}"
+                )
+            if parts[0] not in upstream_tests:
+                listed = ", ".join(upstream_tests) or "none"
+                raise SeriesError(
+                    f"{where}: {patch!r}: {test} is not in a file of [targets.{name}] upstream_tests ({listed})"
+                )
+            if test in seen:
+                raise SeriesError(f"{where}: {patch!r}: {test} is declared twice (also by {seen[test]!r})")
+            seen[test] = patch
+            reason = entry.get("reason")
+            if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
+                raise SeriesError(f"{where}: {patch!r}: every declaration needs a reason of one line")
+            declared[patch].append({"test": test, "reason": reason.strip()})
     return declared
 
 

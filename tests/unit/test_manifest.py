@@ -11,6 +11,8 @@ from seriestool.errors import SeriesError
 SHA = "a" * 64
 P1, P2, P3 = "0001-one.patch", "0002-two.patch", "0003-three.patch"
 DS = "[targets.fake.downstream]\n"
+UT = "tests/t/test_a.py"
+UTC = "[targets.fake.upstream_tests_changed]\n"
 
 
 def _table(name="fake", *, names=(P1, P2, P3), drop=(), **extra):
@@ -258,6 +260,90 @@ BAD = {
         _table() + DS + f'"{P1}" = [{{ scenarios = "a", reason = "r", fields = [] }}]\n',
         r".*fields must list outcome fields .*",
     ),
+    "upstream_tests_changed_not_table": (
+        _table(upstream_tests=f'["{UT}"]', upstream_tests_changed="[1]"),
+        r"manifest PATH: \[targets.fake.upstream_tests_changed\] must be a table of patch = "
+        r'\[\{ test = "tests/...py::...", reason = "..." \}, ...\]',
+    ),
+    "upstream_tests_changed_unknown_patch": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"0009-x.patch" = [{{ test = "{UT}::T::t", reason = "r" }}]\n',
+        r"manifest PATH: \[targets.fake.upstream_tests_changed\]: '0009-x.patch' is not in the patches list",
+    ),
+    "upstream_tests_changed_not_list": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = {{ test = "{UT}::T::t", reason = "r" }}\n',
+        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P1}' must map to a list of \{{ test, reason \}} "
+        r"tables",
+    ),
+    "upstream_tests_changed_empty_list": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = []\n',
+        rf".*: '{P1}' must map to a list of \{{ test, reason \}} tables",
+    ),
+    "upstream_tests_changed_entry_not_table": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = ["{UT}::T::t"]\n',
+        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P1}' lists '{UT}::T::t', not a "
+        r"\{ test, reason \} table",
+    ),
+    "upstream_tests_changed_unknown_key": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}::T::t", reason = "r", why = "w" }}]\n',
+        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P1}': unknown key\(s\) why \(test, reason\)",
+    ),
+    "upstream_tests_changed_no_test": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ reason = "r" }}]\n',
+        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P1}': test must be a pytest node id "
+        r"\(tests/...py::Class::test_name\), not None",
+    ),
+    "upstream_tests_changed_test_not_text": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = 1, reason = "r" }}]\n',
+        r".*: test must be a pytest node id \(tests/...py::Class::test_name\), not 1",
+    ),
+    "upstream_tests_changed_file_only": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}", reason = "r" }}]\n',
+        rf".*: test must be a pytest node id \(tests/...py::Class::test_name\), not '{UT}'",
+    ),
+    "upstream_tests_changed_empty_part": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}::T::", reason = "r" }}]\n',
+        r".*: test must be a pytest node id .*",
+    ),
+    "upstream_tests_changed_spaced_part": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}:: T::t", reason = "r" }}]\n',
+        r".*: test must be a pytest node id .*",
+    ),
+    "upstream_tests_changed_other_file": (
+        _table(upstream_tests=f'["{UT}"]')
+        + UTC
+        + f'"{P1}" = [{{ test = "tests/t/test_b.py::T::t", reason = "r" }}]\n',
+        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P1}': tests/t/test_b.py::T::t is not in a file "
+        rf"of \[targets.fake\] upstream_tests \({UT}\)",
+    ),
+    "upstream_tests_changed_no_upstream_tests": (
+        _table() + UTC + f'"{P1}" = [{{ test = "{UT}::T::t", reason = "r" }}]\n',
+        rf".*: '{P1}': {UT}::T::t is not in a file of \[targets.fake\] upstream_tests \(none\)",
+    ),
+    "upstream_tests_changed_twice": (
+        _table(upstream_tests=f'["{UT}"]')
+        + UTC
+        + f'"{P1}" = [{{ test = "{UT}::T::t", reason = "r" }}]\n'
+        + f'"{P2}" = [{{ test = "{UT}::T::t", reason = "r" }}]\n',
+        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P2}': {UT}::T::t is declared twice "
+        rf"\(also by '{P1}'\)",
+    ),
+    "upstream_tests_changed_no_reason": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}::T::t" }}]\n',
+        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P1}': every declaration needs a reason of one "
+        r"line",
+    ),
+    "upstream_tests_changed_blank_reason": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}::T::t", reason = " " }}]\n',
+        r".*every declaration needs a reason of one line",
+    ),
+    "upstream_tests_changed_two_line_reason": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}::T::t", reason = "a\\nb" }}]\n',
+        r".*every declaration needs a reason of one line",
+    ),
+    "upstream_tests_changed_reason_not_text": (
+        _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}::T::t", reason = 1 }}]\n',
+        r".*every declaration needs a reason of one line",
+    ),
     "downstream_fields_not_list": (
         _table() + DS + f'"{P1}" = [{{ scenarios = "a", reason = "r", fields = "weights" }}]\n',
         r".*fields must list outcome fields .*",
@@ -281,6 +367,22 @@ def test_downstream_declarations_are_read(tmp_path):
     # By default a declaration covers every field but a new error and non-finite gradients.
     assert manifest.DOWNSTREAM_DEFAULT_FIELDS == manifest.DOWNSTREAM_FIELDS[:6]
     assert "error" not in manifest.DOWNSTREAM_DEFAULT_FIELDS and "weights" in manifest.DOWNSTREAM_DEFAULT_FIELDS
+
+
+def test_upstream_test_changes_are_read(tmp_path):
+    text = _table(upstream_tests=f'["{UT}", "tests/t/test_b.py"]') + UTC
+    text += f'"{P1}" = [{{ test = "{UT}::T::test_x", reason = " asserts the bug \t" }}, '
+    text += '{ test = "tests/t/test_b.py::test_f[a b]", reason = "r2" }]\n'
+    text += f'"{P3}" = [{{ test = "{UT}::T::test_y", reason = "r3" }}]\n'
+    [target] = _load(tmp_path, text).targets.values()
+    assert target.upstream_tests_changed == {
+        P1: [
+            {"test": f"{UT}::T::test_x", "reason": "asserts the bug"},
+            {"test": "tests/t/test_b.py::test_f[a b]", "reason": "r2"},
+        ],
+        P3: [{"test": f"{UT}::T::test_y", "reason": "r3"}],
+    }
+    assert _load(tmp_path, _table()).targets["fake"].upstream_tests_changed == {}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
