@@ -181,6 +181,22 @@ class Regression:
 
 
 @dataclass
+class DeclaredChange:
+    """A declaration of `[targets.<target>.upstream_tests_changed]` as `verify --upstream-tests` judged it: the
+    patch, the upstream test (its pytest node id, and the JUnit id the runs report), the reason, the outcome on each
+    tree; `why` says what makes it stale (it does not regress: passes with the series, fails on the base too, ...),
+    empty for a declared regression."""
+
+    patch: str
+    test: str
+    id: str
+    reason: str
+    base: str
+    series: str
+    why: str = ""
+
+
+@dataclass
 class UpstreamTestsResult:
     """`verify --upstream-tests`: upstream's own tests of one target, on the base and with the series."""
 
@@ -189,7 +205,9 @@ class UpstreamTestsResult:
     files: list[str]
     missing: list[str]
     states: dict[str, UpstreamRun] = field(default_factory=dict)  # "base" / "series"
-    regressions: list[Regression] = field(default_factory=list)
+    regressions: list[Regression] = field(default_factory=list)  # undeclared: they fail the run
+    declared: list[DeclaredChange] = field(default_factory=list)  # regressions a patch declares: they do not
+    stale: list[DeclaredChange] = field(default_factory=list)  # declarations whose test does not regress: they do
     fixed: list[str] = field(default_factory=list)  # ids of tests that fail on the base and pass with the series
     problems: list[str] = field(default_factory=list)
     ok: bool = True

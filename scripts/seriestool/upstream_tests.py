@@ -4,13 +4,18 @@ A maintainer runs the existing tests as well as the ones a patch adds. The test 
 `upstream_tests` (manifest) are taken from SPEC (base.parse_spec) - `path:DIR` (a tree holding upstream's
 `tests/`) or `git:URL@REF` (a shallow, sparse fetch of `tests/` only) - copied into a tool-owned checkout of
 the base, and run there with the base's sources, then with the series' sources. Every test that passes on the
-base and does not pass with the series is a regression.
+base and does not pass with the series is a regression, unless a patch that went in declares it in
+`[targets.<target>.upstream_tests_changed]` (the upstream test asserts the behaviour the patch changes, and the
+patch's pull request updates the test): then it is reported as declared and does not fail the run. A declaration
+whose test does not regress (it passes with the series, or does not pass on the base either) is stale and fails
+the run, so that declarations cannot outlive their reason.
 """
 
 import os
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import base as base_mod
@@ -20,7 +25,7 @@ from .errors import SeriesError
 from .git import GitError, Repo, StrPath
 from .manifest import Target
 from .render import shown_path, wrap
-from .results import PytestRun, Regression, UpstreamRun, UpstreamTestsResult
+from .results import DeclaredChange, PytestRun, Regression, UpstreamRun, UpstreamTestsResult
 from .runners import run_pytest
 from .statuses import RunStatus
 
@@ -107,6 +112,31 @@ def outcomes(junit: StrPath) -> dict[str, str]:
     return found
 
 
+def junit_id(node_id: str) -> str:
+    """The id `outcomes` reports for a pytest node id, as pytest's JUnit XML names it:
+    `tests/trainer/test_x.py::T::test_y` -> `tests.trainer.test_x.T::test_y`."""
+    path, *names = node_id.split("::")
+    module = path.removesuffix(".py").replace("/", ".")
+    return f"{'.'.join([module, *names[:-1]])}::{names[-1]}"
+
+
+def _covers(declared_id: str, test_id: str) -> bool:
+    """A declared test covers itself and its parametrized cases (`test_y[a]`)."""
+    return test_id == declared_id or test_id.startswith(declared_id + "[")
+
+
+def declarations(target: Target, applied: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(patch, test node id, reason) of each `upstream_tests_changed` declaration of the patches in `applied` (those
+    that went in), in series order: a patch left out of the series changes no test."""
+    went_in = set(applied)
+    return [
+        (patch, entry["test"], entry["reason"])
+        for patch in target.patches
+        if patch in went_in
+        for entry in target.upstream_tests_changed.get(patch, [])
+    ]
+
+
 def _tree(ctx: Context, target: Target, scratch: Repo) -> Repo:
     """A tool-owned checkout (<work>/upstream-tests/<target>/tree) fed with the scratch repository's commits."""
     path = ctx.work / "upstream-tests" / target.name / "tree"
@@ -131,9 +161,10 @@ def run(
     python: StrPath,
     device: str,
     timeout: float | None,
+    declared: Sequence[tuple[str, str, str]] = (),
 ) -> UpstreamTestsResult:
     """Run the target's `upstream_tests` from `spec` on each of `commits` ({"base": id, "series": id}) of
-    the scratch repository."""
+    the scratch repository; `declared`: the (patch, test, reason) declarations that count (see `declarations`)."""
     root = fetch_tests(ctx, spec, target)
     files = [f for f in target.upstream_tests if (root / f).is_file()]
     missing = [f for f in target.upstream_tests if f not in files]
@@ -169,7 +200,7 @@ def run(
         found[state] = outcomes(Path(f"{stem}.xml"))
         result.states[state] = _state(found[state], pytest_run)
     repo.reset_hard(f"{REFS}/base")
-    compare(result, found.get("base", {}), found.get("series", {}))
+    compare(result, found.get("base", {}), found.get("series", {}), declared)
     return result
 
 
@@ -186,23 +217,83 @@ def _state(found: dict[str, str], pytest_run: PytestRun) -> UpstreamRun:
     )
 
 
-def compare(result: UpstreamTestsResult, base: dict[str, str], series: dict[str, str]) -> None:
-    """Fill in the regressions (passed on the base, neither passed nor skipped with the series), the fixed tests
-    and the verdict of `result` from the outcomes per test id on both trees."""
+def compare(
+    result: UpstreamTestsResult,
+    base: dict[str, str],
+    series: dict[str, str],
+    declared: Sequence[tuple[str, str, str]] = (),
+) -> None:
+    """Fill in the regressions (passed on the base, neither passed nor skipped with the series), the declared and
+    the stale declarations (`declared`: (patch, test node id, reason)), the fixed tests and the verdict of `result`
+    from the outcomes per test id on both trees."""
     if not any(v == "passed" for v in base.values()):
         result.problems.append(f"no upstream test passed on the base (log {result.states['base'].log})")
+    regressions = []
     for test_id, before in base.items():
         after = series.get(test_id, "not run")
         if before == "passed" and after not in ("passed", "skipped"):
-            result.regressions.append(Regression(test_id, before, after, result.states["series"].log))
+            regressions.append(Regression(test_id, before, after, result.states["series"].log))
         elif before in ("failed", "error") and after == "passed":
             result.fixed.append(test_id)
-    result.ok = not result.regressions and not result.problems
+    claimed: set[str] = set()
+    for patch, test, reason in declared:
+        wanted = junit_id(test)
+        covered = [reg for reg in regressions if _covers(wanted, reg.id)]
+        for reg in covered:
+            result.declared.append(DeclaredChange(patch, test, reg.id, reason, reg.base, reg.series))
+            claimed.add(reg.id)
+        if not covered:
+            ids = [test_id for test_id in {**base, **series} if _covers(wanted, test_id)]
+            found = wanted if wanted in base or wanted in series or not ids else ids[0]
+            before, after = base.get(found, "not run"), series.get(found, "not run")
+            stale = DeclaredChange(patch, test, found, reason, before, after, _stale_why(result, test, before, after))
+            result.stale.append(stale)
+    result.regressions = [reg for reg in regressions if reg.id not in claimed]
+    result.ok = not result.regressions and not result.stale and not result.problems
+
+
+def _stale_why(result: UpstreamTestsResult, test: str, before: str, after: str) -> str:
+    """Why a declared test does not regress."""
+    if before == after == "not run":
+        file = test.split("::", 1)[0]
+        if file in result.missing:
+            return f"its file is not in {result.spec}"
+        return "it runs on neither tree (is the node id right?)"
+    if before == "not run":
+        return "it does not run on the base"
+    if before != "passed":
+        return {"failed": "it fails on the base too", "error": "it errors on the base too"}.get(
+            before, f"it is {before} on the base"
+        )
+    return "it passes with the series" if after == "passed" else f"it is {after} with the series"
 
 
 def _counts(state: UpstreamRun) -> str:
     counts = ", ".join(f"{getattr(state, name)} {name}" for name in STATES)
     return f"{counts} ({state.duration_s:.0f}s)"
+
+
+def _declared_names(changes: Iterable[DeclaredChange]) -> list[str]:
+    """`test_name by 0014` for each declaration (once, though it covers several parametrized cases)."""
+    names: list[str] = []
+    for change in changes:
+        name = f"{change.test.rsplit('::', 1)[-1]} by {change.patch[:4]}"
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def verdict(result: UpstreamTestsResult) -> str:
+    """The verdict of the summary line: `no regression`, `no undeclared regression (1 declared: test_x by 0014)`
+    or `FAIL (...)`."""
+    names = _declared_names(result.declared)
+    declared = f"{len(names)} declared: {', '.join(names)}" if names else ""
+    if result.ok:
+        return f"no undeclared regression ({declared})" if declared else "no regression"
+    parts = [f"{len(result.regressions)} regression(s)"]
+    if result.stale:
+        parts.append(f"{len(result.stale)} stale declaration(s)")
+    return f"FAIL ({', '.join(parts)}{'; ' + declared if declared else ''})"
 
 
 def lines(result: UpstreamTestsResult) -> list[str]:
@@ -217,10 +308,20 @@ def lines(result: UpstreamTestsResult) -> list[str]:
     for reg in result.regressions:
         log = shown_path(reg.log) if reg.log is not None else reg.log
         out.append(f"  REGRESSION {reg.id}: {reg.base} on the base, {reg.series} with the series (log {log})")
+    for change in result.declared:
+        out += wrap(
+            f"declared by {change.patch[:4]}: {change.id}: {change.base} on the base, {change.series} with the "
+            f"series (its pull request updates the test: {change.reason})"
+        )
+    table = f"[targets.{result.target}.upstream_tests_changed]"
+    for change in result.stale:
+        out += wrap(
+            f"STALE DECLARATION {change.test} by {change.patch[:4]}: {change.why} ({change.base} on the base, "
+            f"{change.series} with the series); remove it from {table} or correct it (reason given: {change.reason})"
+        )
     if result.fixed:
         out.append(f"  {len(result.fixed)} test(s) fail on the base and pass with the series")
     if result.missing:
         out += wrap(f"note: not in {result.spec}: {', '.join(result.missing)}")
-    verdict = "no regression" if result.ok else f"FAIL ({len(result.regressions)} regression(s))"
-    out.append(f"{result.target} upstream tests: {verdict}")
+    out.append(f"{result.target} upstream tests: {verdict(result)}")
     return out

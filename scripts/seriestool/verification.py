@@ -98,6 +98,10 @@ def verify_all(
         repo, base = scratch[target.name]
         commits = {"base": base, "series": tops.get(target.name, base)}
         common: dict[str, Any] = {"python": runs.python, "device": runs.device, "timeout": runs.timeout}
+        # Only the declarations of patches that went in count: a patch left out (a conflict, already upstream)
+        # changes no test.
+        applied = [res.name for res in found.results if res.target == target.name and res.applies]
+        common["declared"] = upstream_tests.declarations(target, applied)
         found.upstream_tests.append(upstream_tests.run(ctx, target, repo, commits, text, **common))
     return found
 

@@ -6,7 +6,7 @@ import pytest
 from seriestool import upstream_tests
 from seriestool.errors import SeriesError
 from seriestool.git import Repo
-from seriestool.results import PytestRun, Regression, UpstreamRun, UpstreamTestsResult
+from seriestool.results import DeclaredChange, PytestRun, Regression, UpstreamRun, UpstreamTestsResult
 from seriestool.statuses import RunStatus
 
 from .conftest import commit
@@ -124,10 +124,10 @@ def test_what_verify_prints_about_upstream_tests(tmp_path, monkeypatch):
     assert upstream_tests.lines(good) == ["fake upstream tests: no regression"]
 
 
-def _compared(base, series):
-    result = UpstreamTestsResult(target="fake", spec="path:up", files=["tests/a.py"], missing=[])
+def _compared(base, series, declared=(), missing=()):
+    result = UpstreamTestsResult(target="fake", spec="path:up", files=["tests/a.py"], missing=list(missing))
     result.states = {"base": _state(log="base.log"), "series": _state(log="series.log")}
-    upstream_tests.compare(result, base, series)
+    upstream_tests.compare(result, base, series, declared)
     return result
 
 
@@ -175,7 +175,8 @@ def test_the_state_of_a_run_and_the_json():
     result = UpstreamTestsResult(target="fake", spec="path:up", files=["a"], missing=["b"], states={"base": state})
     result.regressions.append(Regression("t::a", "passed", "failed", "l.log"))
     assert list(result.to_json()) == [
-        "target", "spec", "files", "missing", "states", "regressions", "fixed", "problems", "ok"
+        "target", "spec", "files", "missing", "states", "regressions", "declared", "stale", "fixed", "problems",
+        "ok",
     ]  # fmt: skip
     assert result.to_json()["states"]["base"] == {
         "passed": 2,
@@ -190,3 +191,139 @@ def test_the_state_of_a_run_and_the_json():
         "run": {"status": "timeout", "output_tail": "tail"},
     }
     assert result.to_json()["regressions"] == [{"id": "t::a", "base": "passed", "series": "failed", "log": "l.log"}]
+
+
+# -- declared changes ([targets.<target>.upstream_tests_changed]) ----------------------------------------------
+
+P14, P15 = "0014-log-nan.patch", "0015-other.patch"
+NAN = "tests/trainer/test_trainer.py::TrainerLoggingTest::test_logging_inf_nan_filter"
+NAN_ID = "tests.trainer.test_trainer.TrainerLoggingTest::test_logging_inf_nan_filter"
+
+
+def test_the_junit_id_of_a_node_id():
+    assert upstream_tests.junit_id(NAN) == NAN_ID
+    assert upstream_tests.junit_id("tests/test_a.py::test_f") == "tests.test_a::test_f"  # a module-level function
+    assert upstream_tests.junit_id("tests/a/test_b.py::T::U::test_c[x-1]") == "tests.a.test_b.T.U::test_c[x-1]"
+
+
+def test_declarations_count_only_for_patches_that_went_in():
+    target = SimpleNamespace(
+        patches=["0001-a.patch", P14, P15],
+        upstream_tests_changed={P15: [{"test": "t.py::b", "reason": "rb"}], P14: [{"test": NAN, "reason": "r"}]},
+    )
+    assert upstream_tests.declarations(target, [P15, "0001-a.patch", P14]) == [
+        (P14, NAN, "r"),
+        (P15, "t.py::b", "rb"),
+    ]  # in series order
+    assert upstream_tests.declarations(target, ["0001-a.patch", P15]) == [(P15, "t.py::b", "rb")]
+    assert upstream_tests.declarations(target, []) == []
+
+
+def test_a_declared_regression_does_not_fail_and_an_undeclared_one_still_does():
+    base = {NAN_ID: "passed", "t::other": "passed", "t::ok": "passed"}
+    series = {NAN_ID: "failed", "t::other": "error", "t::ok": "passed"}
+    result = _compared(base, series, [(P14, NAN, "logging 0.0 hides a destroyed model")])
+    assert result.declared == [
+        DeclaredChange(P14, NAN, NAN_ID, "logging 0.0 hides a destroyed model", "passed", "failed")
+    ]
+    assert result.regressions == [Regression("t::other", "passed", "error", "series.log")]
+    assert result.stale == [] and result.ok is False
+    del series["t::other"], base["t::other"]
+    result = _compared(base, series, [(P14, NAN, "r")])
+    assert result.regressions == [] and result.stale == [] and len(result.declared) == 1 and result.ok is True
+    # Without the declaration (its patch did not go in), the same outcomes are a regression.
+    result = _compared(base, series)
+    assert result.regressions == [Regression(NAN_ID, "passed", "failed", "series.log")] and result.ok is False
+    assert result.declared == []
+
+
+def test_a_declaration_covers_the_parametrized_cases_of_its_test():
+    base = {"tests.a.T::test_x[1]": "passed", "tests.a.T::test_x[2]": "passed", "tests.a.T::test_xy": "passed"}
+    series = {"tests.a.T::test_x[1]": "failed", "tests.a.T::test_x[2]": "passed", "tests.a.T::test_xy": "failed"}
+    result = _compared(base, series, [(P14, "tests/a.py::T::test_x", "r")])
+    assert [change.id for change in result.declared] == ["tests.a.T::test_x[1]"]
+    assert [reg.id for reg in result.regressions] == ["tests.a.T::test_xy"]  # another test, not a case of it
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "why"),
+    [
+        ("passed", "passed", "it passes with the series"),
+        ("passed", "skipped", "it is skipped with the series"),
+        ("failed", "failed", "it fails on the base too"),
+        ("error", "failed", "it errors on the base too"),
+        ("skipped", "failed", "it is skipped on the base"),
+        (None, "failed", "it does not run on the base"),
+        (None, None, "it runs on neither tree (is the node id right?)"),
+    ],
+)
+def test_a_declaration_whose_test_does_not_regress_is_stale(before, after, why):
+    base = {"t::ok": "passed", **({NAN_ID: before} if before else {})}
+    series = {"t::ok": "passed", **({NAN_ID: after} if after else {})}
+    result = _compared(base, series, [(P14, NAN, "r")])
+    shown = (before or "not run", after or "not run")
+    assert result.stale == [DeclaredChange(P14, NAN, NAN_ID, "r", *shown, why=why)]
+    assert result.declared == [] and result.regressions == [] and result.ok is False
+
+
+def test_a_declaration_in_a_file_the_spec_lacks_is_stale():
+    result = _compared({"t::ok": "passed"}, {"t::ok": "passed"}, [(P14, NAN, "r")], missing=[NAN.split("::")[0]])
+    assert [change.why for change in result.stale] == ["its file is not in path:up"] and result.ok is False
+
+
+def _declared_result(tmp_path, **fields):
+    result = UpstreamTestsResult(
+        target="transformers", spec="path:up", files=["tests/trainer/test_trainer.py"], missing=[]
+    )
+    result.states = {"base": _state(passed=3), "series": _state(passed=2, failed=1)}
+    for key, value in fields.items():
+        setattr(result, key, value)
+    return result
+
+
+def test_what_verify_prints_about_declared_and_stale_declarations(tmp_path):
+    declared = DeclaredChange(P14, NAN, NAN_ID, "logging 0.0 hides a destroyed model", "passed", "failed")
+    result = _declared_result(tmp_path, declared=[declared])
+    printed = upstream_tests.lines(result)
+    assert printed[2:] == [
+        f"  declared by 0014: {NAN_ID}: passed on the base,",
+        "      failed with the series (its pull request updates the test: logging 0.0 hides a destroyed model)",
+        "transformers upstream tests: no undeclared regression (1 declared: test_logging_inf_nan_filter by 0014)",
+    ]
+    stale = DeclaredChange(P15, "tests/trainer/test_trainer.py::T::test_b", "x", "r2", "passed", "passed")
+    stale.why = "it passes with the series"
+    result = _declared_result(
+        tmp_path,
+        declared=[declared],
+        stale=[stale],
+        regressions=[Regression("t::c", "passed", "failed", None)],
+        ok=False,
+    )
+    printed = upstream_tests.lines(result)
+    assert printed[-4:] == [
+        "  STALE DECLARATION tests/trainer/test_trainer.py::T::test_b by 0015: it passes with the series "
+        "(passed on the base,",
+        "      passed with the series); remove it from [targets.transformers.upstream_tests_changed] or correct it "
+        "(reason given:",
+        "      r2)",
+        "transformers upstream tests: FAIL (1 regression(s), 1 stale declaration(s); 1 declared: "
+        "test_logging_inf_nan_filter by 0014)",
+    ]
+    assert "  REGRESSION t::c: passed on the base, failed with the series (log None)" in printed
+    # One test's parametrized cases are one declaration on the summary line.
+    cases = [DeclaredChange(P14, "t.py::test_x", f"t::test_x[{n}]", "r", "passed", "failed") for n in (1, 2)]
+    result = _declared_result(tmp_path, declared=cases)
+    assert upstream_tests.verdict(result) == "no undeclared regression (1 declared: test_x by 0014)"
+    assert upstream_tests.verdict(_declared_result(tmp_path)) == "no regression"
+    assert upstream_tests.verdict(_declared_result(tmp_path, ok=False, problems=["p"])) == "FAIL (0 regression(s))"
+
+
+def test_the_json_of_declared_and_stale_declarations():
+    result = UpstreamTestsResult(target="fake", spec="path:up", files=["a"], missing=[])
+    result.declared.append(DeclaredChange(P14, NAN, NAN_ID, "r", "passed", "failed"))
+    result.stale.append(DeclaredChange(P15, "t.py::b", "t::b", "r2", "failed", "failed", "it fails on the base too"))
+    data = result.to_json()
+    assert data["declared"] == [
+        {"patch": P14, "test": NAN, "id": NAN_ID, "reason": "r", "base": "passed", "series": "failed", "why": ""}
+    ]
+    assert data["stale"][0]["why"] == "it fails on the base too" and data["stale"][0]["patch"] == P15

@@ -243,3 +243,48 @@ def test_the_companion_stage_runs_the_tests_of_every_patch_with_the_companions(t
     ]
     single = verification.verify_with_companions(ctx, target, [one], scratch, runs)
     assert single is not None and "the 1 new test file of fake (4 tests)" in logged[-2]
+
+
+def test_upstream_tests_count_the_declarations_of_the_patches_that_went_in(monkeypatch):
+    """verify_all hands upstream_tests.run the declarations of the patches that went in (with --patch, the ones
+    not checked went in too); a patch left out (a conflict) or already upstream changes no test."""
+    p1, p2, p3 = "0001-a.patch", "0002-b.patch", "0003-c.patch"
+    target = SimpleNamespace(
+        name="fake",
+        version="1",
+        patches=[p1, p2, p3],
+        verify_with=[],
+        upstream_tests_changed={
+            p1: [{"test": "tests/a.py::T::t1", "reason": "r1"}],
+            p2: [{"test": "tests/a.py::T::t2", "reason": "r2"}],
+            p3: [{"test": "tests/a.py::T::t3", "reason": "r3"}],
+        },
+    )
+    repo = SimpleNamespace(out=lambda *args: "top")
+    monkeypatch.setattr(verification, "prepare_scratch", lambda ctx, target, spec: (repo, "base"))
+    went_in = {p1: True, p2: False, p3: True}  # 0002 conflicts
+
+    def verify_target(ctx, target, repo, base, runs, **kwargs):
+        results = [_patch(name, Verdict.OK if went_in[name] else Verdict.FAIL) for name in target.patches]
+        for res in results:
+            res.applies = went_in[res.name]
+        results[2].checked = False  # --patch 0001: 0003 went in unchecked
+        return results
+
+    calls = []
+
+    def run(ctx, target, repo, commits, text, **kwargs):
+        calls.append((commits, text, kwargs))
+        return _upstream()
+
+    monkeypatch.setattr(verification, "verify_target", verify_target)
+    monkeypatch.setattr(verification.upstream_tests, "run", run)
+    spec = SimpleNamespace(describe=lambda target: "fake 1", kind="sdist")
+    runs = Runs(python=Path("/py"), device="cpu", timeout=9)
+    found = verification.verify_all(
+        SimpleNamespace(), [target], spec, runs, spec_text="sdist", only={p1}, upstream=(target, "path:up")
+    )
+    [(commits, text, kwargs)] = calls
+    assert commits == {"base": "base", "series": "top"} and text == "path:up"
+    assert kwargs["declared"] == [(p1, "tests/a.py::T::t1", "r1"), (p3, "tests/a.py::T::t3", "r3")]
+    assert found.upstream_tests == [_upstream()]
