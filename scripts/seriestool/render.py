@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SeriesError
-from .results import PatchResult
+from .results import PatchResult, UpstreamTestsResult
 from .statuses import BaseStatus, RunStatus, Verdict
 
 
@@ -172,7 +172,54 @@ def _junit_outcome(
     return "skipped", str(detail), ""
 
 
-def write_junit(path: str | os.PathLike[str], results: Sequence[PatchResult], duration: float) -> None:
+def _junit_upstream(suite: ET.Element, part: UpstreamTestsResult, counts: dict[str, int]) -> None:
+    """The cases of one target's upstream tests (class name `<target>.upstream_tests`): `runs` (a failure when a
+    run could not be judged), one failure per undeclared regression and per stale declaration, and one passing
+    case per declared regression, which says which patch declares it and why."""
+    classname = f"{part.target}.upstream_tests"
+
+    def case(name: str, out: str = "", failure: str = "", text: str = "") -> None:
+        element = ET.SubElement(suite, "testcase", classname=classname, name=name)
+        counts["tests"] += 1
+        if out:
+            ET.SubElement(element, "system-out").text = out
+        if failure:
+            ET.SubElement(element, "failure", message=failure).text = text or None
+            counts["failures"] += 1
+
+    states = "; ".join(
+        f"{name}: {state.passed} passed, {state.failed} failed, {state.skipped} skipped, {state.error} error"
+        for name, state in part.states.items()
+    )
+    problems = "\n".join(part.problems)
+    case(
+        "runs",
+        out=f"{len(part.files)} file(s) from {part.spec}; {states}",
+        failure=problems and "runs failed",
+        text=problems,
+    )
+    for reg in part.regressions:
+        case(reg.id, failure=f"regression: {reg.base} on the base, {reg.series} with the series", text=reg.log or "")
+    for change in part.declared:
+        case(
+            change.id,
+            out=f"declared by {change.patch} ({change.base} on the base, {change.series} with the series): "
+            f"{change.reason}",
+        )
+    for change in part.stale:
+        case(
+            f"stale declaration {change.test}",
+            failure=f"stale declaration by {change.patch}: {change.why}",
+            text=f"{change.base} on the base, {change.series} with the series; reason given: {change.reason}",
+        )
+
+
+def write_junit(
+    path: str | os.PathLike[str],
+    results: Sequence[PatchResult],
+    duration: float,
+    upstream: Sequence[UpstreamTestsResult] = (),
+) -> None:
     suite = ET.Element("testsuite", name="series-verify", time=f"{duration:.2f}")
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for res in results:
@@ -208,6 +255,8 @@ def write_junit(path: str | os.PathLike[str], results: Sequence[PatchResult], du
             if text:
                 element.text = text
             counts["skipped" if kind == "skipped" else "failures"] += 1
+    for part in upstream:
+        _junit_upstream(suite, part, counts)
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("errors", "0")
@@ -270,9 +319,16 @@ def markdown(report: JSON) -> str:
         lines += [f"- `{where}`: {_cell(text)}" for where, text in notes]
         lines.append("")
     for part in report.get("upstream_tests", []):
+        declared = part.get("declared", [])
+        names = list(dict.fromkeys(f"{d['test'].rsplit('::', 1)[-1]} by {d['patch'][:4]}" for d in declared))
+        verdict = f"no undeclared regression ({len(names)} declared: {', '.join(names)})" if names else "no regression"
+        if not part["ok"]:
+            verdict = f"**{len(part['regressions'])} regression(s)**"
+            if part.get("stale"):
+                verdict += f", **{len(part['stale'])} stale declaration(s)**"
         lines += [
             f"**Upstream tests of {part['target']}** ({len(part['files'])} file(s) from `{_cell(part['spec'])}`): "
-            + ("no regression" if part["ok"] else f"**{len(part['regressions'])} regression(s)**"),
+            + verdict,
             "",
             "| tree | passed | failed | skipped | error | time |",
             "|---|---|---|---|---|---|",
@@ -285,8 +341,17 @@ def markdown(report: JSON) -> str:
             f"- regression `{_cell(r['id'])}`: {r['base']} on the base, {r['series']} with the series"
             for r in part["regressions"]
         ]
+        lines += [
+            f"- declared by `{d['patch'][:4]}` `{_cell(d['id'])}`: {d['base']} on the base, {d['series']} with the "
+            f"series; its pull request updates the test: {_cell(d['reason'])}"
+            for d in declared
+        ]
+        lines += [
+            f"- **stale declaration** by `{d['patch'][:4]}` of `{_cell(d['test'])}`: {_cell(d['why'])}"
+            for d in part.get("stale", [])
+        ]
         lines += [f"- {_cell(problem)}" for problem in part["problems"]]
-        if part["regressions"] or part["problems"]:
+        if part["regressions"] or part["problems"] or declared or part.get("stale"):
             lines.append("")
     if not report["patches"]:
         lines += ["No patches to verify.", ""]

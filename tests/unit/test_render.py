@@ -5,7 +5,15 @@ import xml.etree.ElementTree as ET
 import pytest
 from seriestool import render
 from seriestool.errors import SeriesError
-from seriestool.results import PatchResult, PytestRun, Style
+from seriestool.results import (
+    DeclaredChange,
+    PatchResult,
+    PytestRun,
+    Regression,
+    Style,
+    UpstreamRun,
+    UpstreamTestsResult,
+)
 from seriestool.statuses import BaseStatus, RunStatus, Verdict
 
 
@@ -485,3 +493,70 @@ def test_check_writable_refuses_a_folder_and_leaves_an_existing_file_as_it_is(tm
     assert not (tmp_path / "new.json").exists()
     with pytest.raises(SeriesError, match="cannot write it"):
         render.check_writable(tmp_path / "nowhere" / "new.json", "--json")
+
+
+NAN = "tests/trainer/test_trainer.py::TrainerLoggingTest::test_logging_inf_nan_filter"
+NAN_ID = "tests.trainer.test_trainer.TrainerLoggingTest::test_logging_inf_nan_filter"
+
+
+def _upstream_part(**fields):
+    state = UpstreamRun(3, 1, 0, 0, 4, 1, False, 9.0, "b.log", {"status": "failed", "output_tail": ""})
+    part = UpstreamTestsResult(target="fake", spec="path:x", files=["tests/trainer/test_trainer.py"], missing=[])
+    part.states = {"base": state, "series": state}
+    for key, value in fields.items():
+        setattr(part, key, value)
+    return part
+
+
+def test_junit_of_upstream_tests_declared_undeclared_and_stale(tmp_path):
+    declared = DeclaredChange("0014-nan.patch", NAN, NAN_ID, "logging 0.0 hides a destroyed model", "passed", "failed")
+    stale = DeclaredChange("0015-x.patch", "tests/a.py::T::t", "tests.a.T::t", "r", "passed", "passed", "it passes")
+    part = _upstream_part(
+        declared=[declared], stale=[stale], regressions=[Regression("t::b", "passed", "error", "s.log")], ok=False
+    )
+    path = tmp_path / "junit.xml"
+    render.write_junit(path, [_res()], 1.5, [part])
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("9", "2", "0")
+    cases = {
+        case.get("name"): case for case in suite.iter("testcase") if case.get("classname") == "fake.upstream_tests"
+    }
+    assert list(cases) == ["runs", "t::b", NAN_ID, f"stale declaration {stale.test}"]
+    assert cases["runs"].find("failure") is None
+    assert cases["runs"].find("system-out").text == (
+        "1 file(s) from path:x; base: 3 passed, 1 failed, 0 skipped, 0 error; series: 3 passed, 1 failed, 0 skipped, "
+        "0 error"
+    )
+    assert cases["t::b"].find("failure").get("message") == "regression: passed on the base, error with the series"
+    assert cases[NAN_ID].find("failure") is None  # declared: it passes, and says who declares it and why
+    assert cases[NAN_ID].find("system-out").text == (
+        "declared by 0014-nan.patch (passed on the base, failed with the series): logging 0.0 hides a destroyed model"
+    )
+    failure = cases[f"stale declaration {stale.test}"].find("failure")
+    assert failure.get("message") == "stale declaration by 0015-x.patch: it passes"
+    assert failure.text == "passed on the base, passed with the series; reason given: r"
+    # A run that cannot be judged fails the `runs` case.
+    render.write_junit(path, [], 1.5, [_upstream_part(problems=["no upstream test passed on the base"], ok=False)])
+    suite = ET.parse(path).getroot().find("testsuite")
+    [case] = suite.iter("testcase")
+    assert case.find("failure").get("message") == "runs failed"
+    assert case.find("failure").text == "no upstream test passed on the base"
+
+
+def test_markdown_of_declared_and_stale_declarations():
+    part = _upstream_part().to_json()
+    declared = {"patch": "0014-nan.patch", "test": NAN, "id": NAN_ID, "reason": "r", "base": "passed"}
+    declared.update(series="failed", why="")
+    text = render.markdown(_report([], upstream_tests=[dict(part, declared=[declared])]))
+    assert (
+        "**Upstream tests of fake** (1 file(s) from `path:x`): no undeclared regression (1 declared: "
+        "test_logging_inf_nan_filter by 0014)" in text
+    )
+    assert (
+        f"- declared by `0014` `{NAN_ID}`: passed on the base, failed with the series; its pull request updates the "
+        "test: r\n" in text
+    )
+    stale = dict(declared, patch="0015-x.patch", series="passed", why="it passes with the series")
+    text = render.markdown(_report([], upstream_tests=[dict(part, ok=False, stale=[stale])]))
+    assert "(1 file(s) from `path:x`): **0 regression(s)**, **1 stale declaration(s)**" in text
+    assert f"- **stale declaration** by `0015` of `{NAN}`: it passes with the series\n" in text

@@ -37,8 +37,9 @@ examples:
       --base git:https://github.com/huggingface/transformers.git@main
 
 exit status: 0 every patch passed (or is already upstream); 1 a check failed (a conflict, not red, not
-green, flaky, not ruff-clean, a hidden dependency, an upstream-tests regression); 2 bad input or
-environment; 130 interrupted (its pytest runs are stopped)."""
+green, flaky, not ruff-clean, a hidden dependency, an upstream-tests regression that no patch declares
+in upstream_tests_changed, a stale declaration there); 2 bad input or environment; 130 interrupted (its
+pytest runs are stopped)."""
 NEEDS_GIT = True
 NEEDS_WORK = True
 LOCKS_WORK = True
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if args.junit:
-        render.write_junit(args.junit, found.results, duration)
+        render.write_junit(args.junit, found.results, duration, found.upstream_tests)
     reports.save_last(ctx.work, data)
     if args.summary:
         render.append_markdown(args.summary, data)
