@@ -1,15 +1,18 @@
 """Helpers of the command modules that decide before any work is done: bad input as one line, nothing made."""
 
 import argparse
+import json
 import os
+from types import SimpleNamespace
 
 import pytest
 from seriestool import reports
-from seriestool.commands import apply, checkout, export
+from seriestool.commands import apply, checkout, export, pr
 from seriestool.context import Context
 from seriestool.digests import sha256_file
 from seriestool.errors import SeriesError
 from seriestool.git import Repo
+from seriestool.manifest import Manifest, Target
 
 from .conftest import commit, make_patch
 
@@ -179,3 +182,88 @@ def test_export_counts_the_patches_whose_index_lines_alone_changed(tmp_path, cap
         "diff --git a/fake/0001-change-line-1.patch b/fake/0001-change-line-1.patch"
     ]
     assert len(tracked.out("diff", "--name-only").split()) == 3
+
+
+NAN = "tests/trainer/test_trainer.py::TrainerLoggingTest::test_logging_inf_nan_filter"
+NAN_ID = "tests.trainer.test_trainer.TrainerLoggingTest::test_logging_inf_nan_filter"
+NAN_REASON = "when every window of an interval was non-finite the log shows NaN: 0.0 hides a destroyed model"
+
+
+def _pr_setup(repo, tmp_path, declared):
+    """A target of one patch (0001, adding a test file) that declares `declared` upstream test changes, and a
+    context whose work folder has no report yet."""
+    commit(repo, {"src/core.py": "A = 1\n"})
+    patch = make_patch(
+        repo,
+        {"src/core.py": "A = 2\n", "tests/trainer/test_core.py": "def test_a():\n    assert True\n"},
+        "Trainer: log NaN when every window was non-finite",
+        tmp_path / "patches" / "transformers",
+    )
+    target = Target(
+        name="transformers",
+        package="transformers",
+        version="1.0",
+        sha256="a" * 64,
+        git_url="https://github.com/huggingface/transformers.git",
+        tests="tests/trainer/",
+        source_dir="src",
+        patches=[patch.name],
+        patch_dir=patch.parent,
+        reviewers=["@SunMarc"],
+        upstream_tests=["tests/trainer/test_trainer.py"],
+        upstream_tests_changed={patch.name: declared} if declared else {},
+    )
+    logged: list[str] = []
+    ctx = SimpleNamespace(
+        work=tmp_path / "work",
+        log=logged.append,
+        manifest=Manifest(path=tmp_path / "patches" / "series.toml", targets={"transformers": target}),
+    )
+    return ctx, target, patch
+
+
+def test_pr_says_which_upstream_test_the_pull_request_must_update(repo, tmp_path):
+    ctx, target, patch = _pr_setup(repo, tmp_path, [{"test": NAN, "reason": NAN_REASON}])
+    lines = pr.upstream_tests_lines(ctx, target, patch.name)
+    assert lines == [
+        "It changes a behaviour that an existing upstream test asserts ([targets.transformers.upstream_tests_changed]",
+        "in series.toml). The pull request must update that test: change it in the pull request's branch and say in "
+        "the",
+        "description why the old assertion no longer holds:",
+        f"- {NAN}: {NAN_REASON}",
+        "Check it with `python3 scripts/series.py verify --target transformers --upstream-tests SPEC`: the test must",
+        "pass on the base and fail with the series.",
+    ]
+    body = pr.render(ctx, target, patch.name)
+    notes = body[body.index("<!--") : body.index("-->")]
+    section = notes[notes.index("Upstream tests the pull request must update:") :]
+    assert section.splitlines()[1:5] == ["  " + line for line in lines[:4]]
+    # What the last `verify --upstream-tests` found for this version of the patch.
+    declared = {"patch": patch.name, "test": NAN, "id": NAN_ID, "reason": NAN_REASON, "base": "passed"}
+    declared.update(series="failed", why="")
+    stale = dict(declared, test=NAN + "2", series="passed", why="it passes with the series")
+    report = {
+        "date": "2026-12-01T15:00:00Z",
+        "targets": [{"name": "transformers", "base": {"commit": "c0"}}],
+        "patches": [{"name": patch.name, "target": "transformers", "sha256": sha256_file(patch), "verdict": "ok"}],
+        "upstream_tests": [{"target": "transformers", "spec": "path:up", "ok": False, "declared": [declared],
+                            "stale": [stale]}],
+    }  # fmt: skip
+    reports.last_path(ctx.work, "transformers").parent.mkdir(parents=True)
+    reports.last_path(ctx.work, "transformers").write_text(json.dumps(report), encoding="utf-8")
+    assert pr.upstream_tests_lines(ctx, target, patch.name)[4:] == [
+        f"The last `verify --upstream-tests path:up` (2026-12-01T15:00:00Z): {NAN_ID} passed on the base, failed "
+        "with the series, as declared.",
+        f"The last `verify --upstream-tests path:up` (2026-12-01T15:00:00Z) found the declaration of {NAN}2 STALE (it "
+        "passes with the series): fix the declaration before you submit.",
+    ]
+    # A report on another version of the patch says nothing about this one.
+    report["patches"][0]["sha256"] = "0" * 64
+    reports.last_path(ctx.work, "transformers").write_text(json.dumps(report), encoding="utf-8")
+    assert pr.upstream_tests_lines(ctx, target, patch.name)[4].startswith("Check it with")
+
+
+def test_pr_of_a_patch_that_changes_no_upstream_test(repo, tmp_path):
+    ctx, target, patch = _pr_setup(repo, tmp_path, [])
+    assert pr.upstream_tests_lines(ctx, target, patch.name) == []
+    assert "Upstream tests the pull request must update" not in pr.render(ctx, target, patch.name)

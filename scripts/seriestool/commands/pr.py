@@ -39,7 +39,8 @@ The first line is the title (the commit subject), then a blank line, then the ma
 repository's current pull request template. It holds no description: the submitter writes it, from the
 notes in the HTML comment under "What does this PR do?" (what the patch changes, the before/after its
 message measured, its tests with the red/green result of the last `verify`, the threads it names, the PRs
-it depends on by title and branch, what the last `downstream` run measured for it in TRL,
+it depends on by title and branch, the upstream tests its pull request must update and why
+([targets.<target>.upstream_tests_changed]), what the last `downstream` run measured for it in TRL,
 sentence-transformers, setfit and PEFT), then deletes the comment. No checkbox is ticked: they are the
 submitter's statements, the Code Agent Policy box above all. `Fixes #N` appears only where the commit
 message says so.
@@ -192,6 +193,49 @@ def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> 
     return lines, True
 
 
+def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
+    """The notes on the upstream tests that assert the behaviour the patch changes
+    ([targets.<target>.upstream_tests_changed]): the pull request must update them, and why; what the last
+    `verify --upstream-tests` found for them when it verified this version of the patch."""
+    declared = target.upstream_tests_changed.get(name, [])
+    if not declared:
+        return []
+    what = "an existing upstream test asserts" if len(declared) == 1 else "existing upstream tests assert"
+    which = "that test" if len(declared) == 1 else "those tests"
+    lines = textwrap.wrap(
+        f"It changes a behaviour that {what} ([targets.{target.name}.upstream_tests_changed] in "
+        f"{ctx.manifest.path.name}). The pull request must update {which}: change it in the pull request's branch and "
+        "say in the description why the old assertion no longer holds:",
+        NOTES_WIDTH,
+    )
+    lines += [f"- {entry['test']}: {entry['reason']}" for entry in declared]
+    report = reports.load_last(ctx.work, target.name) or {}
+    entry = next((p for p in report.get("patches", []) if p["name"] == name), None)
+    parts = report.get("upstream_tests", [])
+    if not parts or entry is None or entry.get("sha256") != sha256_file(target.patch_path(name)):
+        lines += textwrap.wrap(
+            f"Check it with `python3 scripts/series.py verify --target {target.name} --upstream-tests SPEC`: the test "
+            "must pass on the base and fail with the series.",
+            NOTES_WIDTH,
+        )
+        return lines
+    for part in parts:
+        when = f"The last `verify --upstream-tests {part['spec']}` ({report.get('date') or '?'})"
+        for change in part.get("declared", []):
+            if change["patch"] == name:
+                lines.append(
+                    f"{when}: {change['id']} {change['base']} on the base, {change['series']} with the series, as "
+                    "declared."
+                )
+        for change in part.get("stale", []):
+            if change["patch"] == name:
+                lines.append(
+                    f"{when} found the declaration of {change['test']} STALE ({change['why']}): fix the declaration "
+                    "before you submit."
+                )
+    return lines
+
+
 class Notes:
     """The notes for the submitter: headed sections of plain lines, shown in one HTML comment."""
 
@@ -247,6 +291,7 @@ def render(ctx: Context, target: Target, name: str) -> str:
         notes.add("Its tests (new files)", [*tests, *run_them, *result])
     else:
         notes.add("Its tests", [f"It adds no test file under {target.tests}."])
+    notes.add("Upstream tests the pull request must update", upstream_tests_lines(ctx, target, name))
     said = [f"It says it fixes {', '.join(fixed)} (the `Fixes` line below)."] if fixed else []
     refs = threads(body)
     notes.add("Issues and pull requests its commit message names", said + ([", ".join(refs)] if refs else []))
