@@ -66,11 +66,12 @@ def _tests_tree(fake):
     return root
 
 
-def _verify(fake, python, spec):
+def _verify(fake, python, spec, *more):
     out = fake.root / "report.json"
     summary = fake.root / "summary.md"
+    summary.unlink(missing_ok=True)
     proc = fake.run(
-        "verify", "--python", python, "--upstream-tests", spec, "--json", str(out), "--summary", str(summary)
+        "verify", "--python", python, "--upstream-tests", spec, "--json", str(out), "--summary", str(summary), *more
     )
     data = json.loads(out.read_text(encoding="utf-8"))
     return proc, data, summary.read_text(encoding="utf-8")
@@ -152,3 +153,36 @@ def test_bad_upstream_tests_input(fake, test_python):
     fake.write_manifest(extra='upstream_tests = ["/abs/test_x.py"]\n')
     line = one_error_line(fake.run("verify", "--python", test_python))
     assert "upstream_tests must list relative .py files" in line
+
+
+def test_a_declared_regression_does_not_fail_and_a_stale_declaration_does(fake, test_python):
+    names = fake.build_series(GOOD, BREAK_MUL, extra=LISTED)
+    root = _tests_tree(fake)
+    manifest = fake.manifest.read_text(encoding="utf-8")
+
+    def declare(test):
+        table = f'\n[targets.fake.upstream_tests_changed]\n"{names[1]}" = [{{ test = "{test}", reason = "keep a" }}]\n'
+        fake.manifest.write_text(manifest + table, encoding="utf-8")
+
+    # test_mul_by_zero asserts what BREAK_MUL changes on purpose: declared, the run passes.
+    declare("tests/upstream/test_core.py::test_mul_by_zero")
+    junit = fake.root / "junit.xml"
+    proc, data, summary = _verify(fake, test_python, f"path:{root}", "--junit", str(junit))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [part] = data["upstream_tests"]
+    assert part["ok"] is True and part["regressions"] == [] and part["stale"] == []
+    assert [(d["patch"], d["id"], d["reason"]) for d in part["declared"]] == [
+        (names[1], "tests.upstream.test_core::test_mul_by_zero", "keep a")
+    ]
+    assert "fake upstream tests: no undeclared regression (1 declared: test_mul_by_zero by 0002)" in proc.stdout
+    assert "declared by `0002` `tests.upstream.test_core::test_mul_by_zero`" in summary
+    assert 'name="tests.upstream.test_core::test_mul_by_zero"' in junit.read_text(encoding="utf-8")
+    # test_mul passes with the series: the declaration is stale, and test_mul_by_zero an undeclared regression.
+    declare("tests/upstream/test_core.py::test_mul")
+    proc, data, _ = _verify(fake, test_python, f"path:{root}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [part] = data["upstream_tests"]
+    assert [s["why"] for s in part["stale"]] == ["it passes with the series"] and part["declared"] == []
+    assert [r["id"] for r in part["regressions"]] == ["tests.upstream.test_core::test_mul_by_zero"]
+    assert "STALE DECLARATION tests/upstream/test_core.py::test_mul by 0002: it passes with the series" in proc.stdout
+    assert "fake upstream tests: FAIL (1 regression(s), 1 stale declaration(s))" in proc.stdout
