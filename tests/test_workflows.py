@@ -139,7 +139,7 @@ def test_workflows_are_small_pinned_and_cached():
 def test_workflow_commands_are_valid_tool_calls():
     parser = build_parser()
     calls = [call for workflow in _workflows().values() for call in _series_calls(workflow)]
-    assert len(calls) == 8
+    assert len(calls) == 9
     for call in calls:
         try:
             parser.parse_args(call)
