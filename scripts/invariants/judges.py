@@ -215,9 +215,10 @@ def resume_identical(obs: Observation) -> list[str]:
 
 def logged_losses(obs: Observation) -> list[str]:
     """Each logged `loss` is the mean of the reference losses of the windows read since the previous log (those
-    whose optimizer step was skipped too: their loss was measured on the same weights), and nothing is logged when
-    no update was applied since then (a log with a window without targets is not judged). Series claims: 0006 (no
-    leaked loss), 0010 (an interval's loss over its windows, none without an update; issue 27 item 9)."""
+    whose optimizer step was skipped too: their loss was measured on the same weights) that have a target (NaN when
+    none has), and nothing is logged when no update was applied since then. Series claims: 0006 (no leaked loss),
+    0010 (an interval's loss over its windows, none without an update; issue 27 item 9), 0014 (a window without
+    targets is left out, never imputed)."""
     found = []
     rtol = FP16_RTOL if obs.config["fp16"] else LOSS_RTOL
     for where, run in _runs(obs):
@@ -230,10 +231,17 @@ def logged_losses(obs: Observation) -> list[str]:
                     f"{where}: a loss is logged at global_step {log['step']} with no update since the last log"
                 )
                 break
-            if not all(a["expected"]["targets"] for a in windows):
-                # a window without targets has no mean loss (`logging_nan_inf_filter` imputes one): not judged
+            # a window without targets has no mean loss: `logging_nan_inf_filter` (on) leaves it out (0014)
+            kept = [a for a in windows if a["expected"]["targets"]]
+            if not kept:
+                if not math.isnan(log["loss"]):
+                    found.append(
+                        f"{where}: loss {log['loss']:.6g} logged at global_step {log['step']}, but none of its "
+                        f"{len(windows)} window(s) has a target (expected NaN)"
+                    )
+                    break
                 continue
-            expected = sum(a["expected"]["loss"] for a in windows) / len(windows)
+            expected = sum(a["expected"]["loss"] for a in kept) / len(kept)
             if not math.isclose(log["loss"], expected, rel_tol=rtol, abs_tol=1e-6):
                 found.append(
                     f"{where}: loss {log['loss']:.6g} logged at global_step {log['step']}, mean of its "
