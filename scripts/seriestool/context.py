@@ -90,4 +90,6 @@ class Context:
         print(message, flush=True)
 
     def log(self, message: str) -> None:
-        print(f"series: {message}", file=sys.stderr, flush=True)
+        # one write per line: a progress line from another thread (progress.py) never splits one of these
+        sys.stderr.write(f"series: {message}\n")
+        sys.stderr.flush()

@@ -1,0 +1,153 @@
+"""progress.py: the heartbeat prints at its interval with the right text, stops when the wait ends (and leaves no
+thread behind), says nothing for a quick process; how far a pytest run, pip and a download got; and run_pytest's
+progress lines, which change nothing of its outcome."""
+
+import threading
+import time
+
+import pytest
+from seriestool import progress
+
+
+# pytest's own output at default verbosity (what run_pytest's log holds), cut while the run is still going
+PYTEST_RUNNING = """\
+============================= test session starts ==============================
+platform linux -- Python 3.11.7, pytest-9.2.0, pluggy-1.7.0
+rootdir: /tmp/checkout
+plugins: anyio-4.16.0, hypothesis-6.170.17
+collected 13 items
+
+tests/trainer/test_a.py ..F.s                                            [ 38%]
+tests/trainer/test_b.py ....xX."""
+
+PYTEST_DONE = """\
+============================= test session starts ==============================
+collected 121 items
+
+test_x.py .....F........................................................ [ 51%]
+..........................................................s              [100%]
+
+=================================== FAILURES ===================================
+__________________________________ test_a[5] ___________________________________
+E   assert 5 != 5
+test_x.py:4: AssertionError
+=========================== short test summary info ============================
+FAILED test_x.py::test_a[5] - assert 5 != 5
+=================== 1 failed, 119 passed, 1 skipped in 0.30s ===================
+"""
+
+PIP_LOG = """\
+Collecting torch==2.13.0 (from -r requirements-test.txt (line 3))
+  Downloading torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl (900.1 MB)
+Collecting pytest==9.2.0 (from -r requirements-test.txt (line 4))
+  Using cached pytest-9.2.0-py3-none-any.whl.metadata (7.5 kB)
+Requirement already satisfied: setuptools in ./lib/python3.11/site-packages
+"""
+
+
+def test_a_slow_wait_gets_a_line_per_interval_with_its_detail():
+    said = []
+    with progress.heartbeat(said.append, lambda: "3/13 tests done", every=0.05):
+        time.sleep(0.28)
+    assert 2 <= len(said) <= 6, said  # 5 on an idle machine
+    assert all(line.startswith("still running, ") and line.endswith(" s, 3/13 tests done") for line in said)
+    seconds = [float(line.split(", ")[1].removesuffix(" s")) for line in said]
+    assert seconds == sorted(seconds)
+
+
+def test_the_heartbeat_stops_with_the_wait_and_leaves_no_thread():
+    said = []
+    with progress.heartbeat(said.append, every=0.02):
+        time.sleep(0.1)
+        assert any(t.name == "series-heartbeat" for t in threading.enumerate())
+    count = len(said)
+    assert count and said[0] == "still running, 0 s"  # no detail: no comma
+    time.sleep(0.1)
+    assert len(said) == count
+    assert not any(t.name == "series-heartbeat" for t in threading.enumerate())
+
+
+def test_an_interrupted_wait_stops_the_heartbeat_too():
+    said = []
+    with pytest.raises(KeyboardInterrupt), progress.heartbeat(said.append, every=0.02):
+        time.sleep(0.05)
+        raise KeyboardInterrupt
+    count = len(said)
+    time.sleep(0.06)
+    assert len(said) == count
+    assert not any(t.name == "series-heartbeat" for t in threading.enumerate())
+
+
+def test_a_quick_wait_says_nothing_and_a_failing_detail_is_left_out():
+    said = []
+    with progress.heartbeat(said.append, every=5):
+        pass
+    assert said == []
+
+    def broken():
+        raise OSError("gone")
+
+    with progress.heartbeat(said.append, broken, every=0.02):
+        time.sleep(0.05)
+    assert said and set(said) <= {"still running, 0 s"}
+
+
+def test_the_interval_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(progress.ENV, raising=False)
+    assert progress.interval() == 30
+    monkeypatch.setenv(progress.ENV, "2.5")
+    assert progress.interval() == 2.5
+    monkeypatch.setenv(progress.ENV, "often")
+    assert progress.interval() == 30
+    monkeypatch.setenv(progress.ENV, "0")
+    said = []
+    with progress.heartbeat(said.append):
+        assert not any(t.name == "series-heartbeat" for t in threading.enumerate())
+    with progress.heartbeat(None, every=0.01):
+        time.sleep(0.03)
+    assert said == []
+
+
+def test_prefixed_names_what_runs():
+    said = []
+    progress.prefixed(said.append, "[transformers 10/15] red")("still running, 60 s")
+    assert said == ["[transformers 10/15] red: still running, 60 s"]
+
+
+def test_tests_done_are_counted_from_pytests_output():
+    assert progress.pytest_counts(PYTEST_RUNNING) == (12, 13)
+    assert progress.pytest_counts(PYTEST_DONE) == (121, 121)
+    assert progress.pytest_counts("=== test session starts ===\nplatform linux\n") is None
+    assert progress.pytest_counts("collected 1 item\n\ntests/test_a.py .") == (1, 1)
+    assert progress.pytest_counts("collected 0 items / 1 error\n\n=== ERRORS ===\n") == (0, 0)
+    assert progress.pytest_counts("collected 2 items\n\ntests/test_a.py .E") == (2, 2)
+    assert progress.pytest_counts("collected 3 items\n\ntests/test_a.py .EE") == (3, 3)  # capped
+    assert progress.pytest_counts("collected 3 items\n\ntests/test_a.py .E.E") == (3, 3)
+
+
+def test_the_details_read_the_logs(tmp_path):
+    log = tmp_path / "run.log"
+    detail = progress.pytest_detail(log)
+    assert detail() == ""  # not there yet
+    log.write_text("=== test session starts ===\n", encoding="utf-8")
+    assert detail() == "collecting tests"
+    log.write_text(PYTEST_RUNNING, encoding="utf-8")
+    assert detail() == "12/13 tests done"
+
+    pip = tmp_path / "pip.log"
+    pip.write_text(PIP_LOG, encoding="utf-8")
+    assert progress.pip_detail(pip)() == "last: Using cached pytest-9.2.0-py3-none-any.whl.metadata (7.5 kB)"
+    assert progress.pip_step("Installing collected packages: " + ", ".join(["pkg"] * 40)).endswith("...")
+    assert len(progress.pip_step("Installing collected packages: " + ", ".join(["pkg"] * 40))) == 100
+    assert progress.pip_detail(tmp_path / "none.log")() == ""
+
+    out = tmp_path / "pip.out"
+    out.write_text("Collecting transformers==5.24.0\n  Downloading transformers-5.24.0.tar.gz (10.3 MB)\n")
+    pip_tmp = tmp_path / "pip-tmp"
+    download = progress.download_detail(out, pip_tmp)
+    assert download() == "last: Downloading transformers-5.24.0.tar.gz (10.3 MB)"
+    (pip_tmp / "pip-unpack-abc").mkdir(parents=True)
+    (pip_tmp / "pip-unpack-abc" / "transformers-5.24.0.tar.gz").write_bytes(b"x" * 4_200_000)
+    (pip_tmp / "pip-build-env-x").mkdir()
+    (pip_tmp / "pip-build-env-x" / "other").write_bytes(b"x" * 1_000_000)
+    assert download() == "last: Downloading transformers-5.24.0.tar.gz (10.3 MB), 4.2 MB so far"
