@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .git import Repo, StrPath
+from .progress import Detail, Say, heartbeat, pytest_detail
 from .results import PytestRun, Style
 from .runcache import RunCache
 from .statuses import RunStatus
@@ -75,10 +76,18 @@ def stop_group(proc: subprocess.Popen[Any], grace: float = 3.0) -> None:
 
 
 def run_logged(
-    cmd: Sequence[str], *, cwd: StrPath, env: Mapping[str, str], log_path: StrPath, timeout: float | None
+    cmd: Sequence[str],
+    *,
+    cwd: StrPath,
+    env: Mapping[str, str],
+    log_path: StrPath,
+    timeout: float | None,
+    say: Say | None = None,
+    detail: Detail | None = None,
 ) -> tuple[int | None, float]:
     """Run a command in its own process group with output to `log_path`; returns (exit code or None on
-    timeout, seconds). On a timeout, Ctrl-C or any other exception, the whole group is stopped first."""
+    timeout, seconds). On a timeout, Ctrl-C or any other exception, the whole group is stopped first. With `say`,
+    a progress line while it runs (progress.py: every 30 s, with `detail()`)."""
     start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(
@@ -91,7 +100,8 @@ def run_logged(
             start_new_session=True,
         )
         try:
-            code = proc.wait(timeout=timeout)
+            with heartbeat(say, detail):
+                code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             stop_group(proc, grace=0)
             code = None
@@ -121,10 +131,12 @@ def run_pytest(
     expect: RunStatus,
     extra_paths: Iterable[StrPath] = (),
     extra_env: Mapping[str, str] | None = None,
+    say: Say | None = None,
 ) -> PytestRun:
     """Run pytest on `files` in the checkout; classify the outcome as a red or a green run (`expect`).
 
-    `extra_paths` go on PYTHONPATH after the checkout's sources (e.g. a patched companion package)."""
+    `extra_paths` go on PYTHONPATH after the checkout's sources (e.g. a patched companion package). `say` gets
+    the progress lines while it runs (`still running, 60 s, 12/13 tests done`)."""
     log_path = Path(f"{log_stem}.log")
     junit = Path(f"{log_stem}.xml")
     junit.unlink(missing_ok=True)
@@ -142,7 +154,8 @@ def run_pytest(
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(extra_env or {})
     cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-rfE", f"--junitxml={junit}", *files]
-    code, seconds = run_logged(cmd, cwd=repo_dir, env=env, log_path=log_path, timeout=timeout)
+    detail = pytest_detail(log_path)
+    code, seconds = run_logged(cmd, cwd=repo_dir, env=env, log_path=log_path, timeout=timeout, say=say, detail=detail)
     counts, failing, kinds, _ = _parse_junit(junit)
     run = PytestRun(
         status=RunStatus.ERROR,

@@ -24,6 +24,7 @@ from .digests import sha256_of
 from .errors import SeriesError
 from .git import GitError, Repo, StrPath
 from .manifest import Target
+from .progress import prefixed
 from .render import shown_path, wrap
 from .results import DeclaredChange, PytestRun, Regression, UpstreamRun, UpstreamTestsResult
 from .runners import run_pytest
@@ -196,6 +197,7 @@ def run(
             timeout=timeout,
             expect=RunStatus.GREEN,
             extra_env=ENV,
+            say=prefixed(ctx.log, f"[{target.name} upstream tests] on the {state}"),
         )
         found[state] = outcomes(Path(f"{stem}.xml"))
         result.states[state] = _state(found[state], pytest_run)

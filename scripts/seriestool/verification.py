@@ -14,6 +14,7 @@ from .base import BaseSpec
 from .context import Context
 from .git import Repo
 from .manifest import Target
+from .progress import prefixed
 from .render import problem_lines, shown_path, table
 from .results import SCHEMA_VERSION, CompanionResult, PatchResult, PytestRun, UpstreamTestsResult, is_test_file
 from .runcache import RunCache
@@ -128,9 +129,8 @@ def verify_target(
 
     def run_red(files: list[str], stem: Path) -> PytestRun:
         common: dict[str, Any] = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
-        return run_pytest(
-            log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, files=files, device=device, timeout=timeout, **common
-        )
+        common.update(files=files, device=device, timeout=timeout, say=prefixed(ctx.log, f"{where} red"))
+        return run_pytest(log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, **common)
 
     placing = placement.Placing(ctx, target, repo, moved=moved, notes=notes, run_red=run_red, is_test=is_test_file)
     # The patches the base already holds, found as a stack (a base with patches 1..k, e.g. upstream main
@@ -138,6 +138,7 @@ def verify_target(
     in_base = placement.landed(repo, base, target.patch_paths(), ctx.work_dir())
     went_in = set()
     prev = base
+    where = f"[{target.name}]"  # the patch's, in the loop (run_red's progress lines name it)
     for index, name in enumerate(target.patches, start=1):
         res = PatchResult(name=name, target=target.name, index=index, depends_on=target.depends.get(name, []))
         res.subject = patchfile.read(target.patch_path(name)).subject
@@ -181,7 +182,8 @@ def verify_target(
             repo.run("checkout", commit, "--", *added)
             common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
             common.update(files=res.test_files, device=device, timeout=timeout)
-            res.red = cached_pytest(cache, log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, **common)
+            red_say = prefixed(ctx.log, f"{where} red")
+            res.red = cached_pytest(cache, log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, say=red_say, **common)
             ctx.log(f"{where} red: {_progress(res.red, 'failed', 'total')}")
             repo.reset_hard(commit)
             res.green = repeated_pytest(
@@ -190,6 +192,7 @@ def verify_target(
                 progress=_run_progress(ctx, f"{where} green", repeat),
                 log_stem=Path(f"{stem}.green"),
                 expect=RunStatus.GREEN,
+                say=prefixed(ctx.log, f"{where} green"),
                 **common,
             )
             ctx.log(f"{where} green: {_progress(res.green, 'passed', 'skipped')}")
@@ -310,6 +313,7 @@ def verify_with_companions(
         timeout=runs.timeout,
         expect=RunStatus.GREEN,
         extra_paths=paths,
+        say=prefixed(ctx.log, f"[{label}] green"),
     )
     ctx.log(f"[{label}] {_progress(run, 'passed', 'skipped')}")
     return CompanionResult(target=target.name, companions=[other.name for other in others], label=label, run=run)

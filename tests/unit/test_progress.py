@@ -2,11 +2,16 @@
 thread behind), says nothing for a quick process; how far a pytest run, pip and a download got; and run_pytest's
 progress lines, which change nothing of its outcome."""
 
+import re
+import stat
 import threading
 import time
 
 import pytest
-from seriestool import progress
+from seriestool import progress, runners
+from seriestool.statuses import RunStatus
+
+from .conftest import commit
 
 
 # pytest's own output at default verbosity (what run_pytest's log holds), cut while the run is still going
@@ -151,3 +156,42 @@ def test_the_details_read_the_logs(tmp_path):
     (pip_tmp / "pip-build-env-x").mkdir()
     (pip_tmp / "pip-build-env-x" / "other").write_bytes(b"x" * 1_000_000)
     assert download() == "last: Downloading transformers-5.24.0.tar.gz (10.3 MB), 4.2 MB so far"
+
+
+SLOW_PYTEST = """\
+#!/bin/sh
+echo "collected 3 items"
+echo ""
+printf "tests/test_a.py ."
+sleep 0.4
+printf "F"
+sleep 0.4
+exit 1
+"""
+
+
+def test_run_pytest_says_how_far_it_got_and_judges_as_before(tmp_path, repo, monkeypatch):
+    python = tmp_path / "python"
+    python.write_text(SLOW_PYTEST, encoding="utf-8")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    commit(repo, {"src/pkg/__init__.py": ""})
+    monkeypatch.setenv(progress.ENV, "0.3")
+    said = []
+    kwargs = {
+        "python": python,
+        "repo_dir": repo.path,
+        "source_dir": "src",
+        "files": ["tests/test_a.py"],
+        "device": "cpu",
+    }
+    run = runners.run_pytest(
+        **kwargs, log_stem=tmp_path / "a", timeout=60, expect=RunStatus.RED, say=progress.prefixed(said.append, "red")
+    )
+    quiet = runners.run_pytest(**kwargs, log_stem=tmp_path / "b", timeout=60, expect=RunStatus.RED)
+    assert said and all(
+        re.fullmatch(r"red: still running, \d+ s, (collecting tests|\d/3 tests done)", s) for s in said
+    )
+    assert any(line.endswith("2/3 tests done") or line.endswith("1/3 tests done") for line in said)
+    assert run.status == quiet.status and run.exit_code == quiet.exit_code == 1
+    assert (tmp_path / "a.log").read_text() == (tmp_path / "b.log").read_text()
+    assert not any(t.name == "series-heartbeat" for t in threading.enumerate())

@@ -225,6 +225,8 @@ def test_the_companion_stage_runs_the_tests_of_every_patch_with_the_companions(t
     assert companion == CompanionResult("fake", ["other"], "fake + patched other", _green(passed=5, skipped=2))
     [(cache, repeat, kwargs)] = calls
     assert (cache, repeat) == ("cache", 3)
+    kwargs.pop("say")("still running, 30 s, 3/7 tests done")  # its progress lines name the stage
+    assert logged.pop() == "[fake + patched other] green: still running, 30 s, 3/7 tests done"
     assert kwargs == {
         "python": Path("/py"),
         "repo_dir": tmp_path / "fake",
