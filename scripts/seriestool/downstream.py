@@ -42,6 +42,7 @@ from .digests import sha256_file, sha256_of
 from .errors import SeriesError
 from .git import Repo
 from .manifest import DOWNSTREAM_FIELDS, Manifest, Target
+from .progress import heartbeat, pip_detail
 from .runcache import RunCache
 from .runners import stop_group
 from .scratch import prepare_scratch
@@ -114,13 +115,15 @@ def _size(folder: Path) -> int:
     return total
 
 
-def _pip_install(python: str | Path, requirements: Path, target: Path, log_path: Path) -> None:
+def _pip_install(python: str | Path, requirements: Path, target: Path, log_path: Path, log: Log | None = None) -> None:
     cmd = [str(python), "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "--progress-bar", "off"]
     cmd += ["--no-compile", "--target", str(target), "-r", str(requirements)]
-    with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"$ {' '.join(cmd)}\n")
-        log.flush()
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    with open(log_path, "a", encoding="utf-8") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        say = (lambda message: log(f"downstream: pip {message}")) if log is not None else None
+        with heartbeat(say, pip_detail(log_path)):
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         raise SeriesError(
             f"installing {Path(requirements).name} failed (pip exit {proc.returncode}): "
@@ -153,10 +156,10 @@ def ensure_install(
     try:
         count = pyenv.pinned_count(requirements)
         log(f"downstream: installing {count} pinned package(s) with --no-deps (once), log {log_path} ...")
-        _pip_install(python, Path(requirements), staging / "site", log_path)
+        _pip_install(python, Path(requirements), staging / "site", log_path, log)
         for name, path in layer_files(requirements).items():
             log(f"downstream: installing the layer {name}")
-            _pip_install(python, path, staging / name, log_path)
+            _pip_install(python, path, staging / name, log_path, log)
         pip_seconds = round(time.monotonic() - started, 1)
         packages = {}
         for layer in [None, *layers]:

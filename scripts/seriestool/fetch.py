@@ -1,5 +1,6 @@
 """Fetch a pinned sdist with pip into a content-addressed cache, hash-checked."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from .digests import sha256_file
 from .errors import SeriesError
+from .progress import download_detail, heartbeat
 
 
 def _cached_file(slot: Path) -> Path | None:
@@ -72,14 +74,27 @@ def fetch_sdist(
         cmd += ["--disable-pip-version-check", "--progress-bar", "off", "-r", str(req), "-d", str(out_dir)]
         if log:
             log(f"downloading {package}=={version} sdist with pip")
+        # pip's output goes to files and its temporary files below `tmp`, so the progress lines can say how far
+        # it got (its last step, the bytes it saved so far).
+        out_path, err_path, pip_tmp = tmp / "pip.out", tmp / "pip.err", tmp / "pip-tmp"
+        pip_tmp.mkdir()
+        env = dict(os.environ, TMPDIR=str(pip_tmp))
+        say = (lambda message: log(f"downloading {package}=={version} sdist: {message}")) if log else None
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
+            with (
+                open(out_path, "w", encoding="utf-8") as out,
+                open(err_path, "w", encoding="utf-8") as err,
+                heartbeat(say, download_detail(out_path, pip_tmp)),
+            ):
+                proc = subprocess.run(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, check=False)
         except OSError as exc:
             raise SeriesError(f"cannot run pip with {python}: {exc}") from None
+        stdout = out_path.read_text(encoding="utf-8", errors="replace")
+        stderr = err_path.read_text(encoding="utf-8", errors="replace")
         if proc.returncode != 0:
-            if "No module named pip" in proc.stderr:
+            if "No module named pip" in stderr:
                 raise SeriesError(f"pip is not available for {python}; install it (python3 -m ensurepip) and retry")
-            raise SeriesError(_pip_failure(package, version, proc.stdout + "\n" + proc.stderr))
+            raise SeriesError(_pip_failure(package, version, stdout + "\n" + stderr))
         files = sorted(out_dir.iterdir()) if out_dir.is_dir() else []
         if len(files) != 1:
             raise SeriesError(f"pip downloaded {len(files)} files for {package}=={version}, expected one sdist")

@@ -15,6 +15,7 @@ from typing import Any
 
 from .digests import sha256_of
 from .errors import SeriesError
+from .progress import heartbeat, pip_detail
 from .render import shown_path
 
 
@@ -112,7 +113,7 @@ def _build_venv(
     log(f"venv: installing {count} pinned package(s) with pip, log {shown_path(log_path)} ...")
     cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
     cmd += ["-r", str(requirements)]
-    with open(log_path, "w", encoding="utf-8") as fh:
+    with open(log_path, "w", encoding="utf-8") as fh, heartbeat(lambda m: log(f"venv: pip {m}"), pip_detail(log_path)):
         pip = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     if pip.returncode != 0:
         raise SeriesError(

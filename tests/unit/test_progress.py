@@ -2,8 +2,10 @@
 thread behind), says nothing for a quick process; how far a pytest run, pip and a download got; and run_pytest's
 progress lines, which change nothing of its outcome."""
 
+import hashlib
 import re
 import stat
+import sys
 import threading
 import time
 
@@ -195,3 +197,59 @@ def test_run_pytest_says_how_far_it_got_and_judges_as_before(tmp_path, repo, mon
     assert run.status == quiet.status and run.exit_code == quiet.exit_code == 1
     assert (tmp_path / "a.log").read_text() == (tmp_path / "b.log").read_text()
     assert not any(t.name == "series-heartbeat" for t in threading.enumerate())
+
+
+FAKE_PIP = """\
+import os, sys, time
+print("Collecting pkg==1.0", flush=True)
+print("  Downloading pkg-1.0.tar.gz (1.0 MB)", flush=True)
+if "download" in sys.argv:
+    unpack = os.path.join(os.environ["TMPDIR"], "pip-unpack-1")
+    os.makedirs(unpack)
+    with open(os.path.join(unpack, "pkg-1.0.tar.gz"), "wb") as fh:
+        fh.write(b"x" * 300_000)
+time.sleep(0.5)
+if "download" in sys.argv:
+    out = sys.argv[sys.argv.index("-d") + 1]
+    os.makedirs(out)
+    with open(os.path.join(out, "pkg-1.0.tar.gz"), "wb") as fh:
+        fh.write(b"sdist")
+"""
+
+
+@pytest.fixture
+def fake_pip(tmp_path, monkeypatch):
+    """An interpreter whose `-m pip` says what pip says, takes 0.5 s and, for `download`, saves a file."""
+    python = tmp_path / "fake-python"
+    python.write_text(f"#!{sys.executable}\n{FAKE_PIP}", encoding="utf-8")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv(progress.ENV, "0.2")
+    return python
+
+
+def test_a_downstream_pip_install_says_its_last_step(tmp_path, fake_pip):
+    from seriestool import downstream
+
+    log_path = tmp_path / "pip.log"
+    (tmp_path / "req.txt").write_text("pkg==1.0\n", encoding="utf-8")
+    said = []
+    downstream._pip_install(fake_pip, tmp_path / "req.txt", tmp_path / "site", log_path, said.append)
+    assert said and all(re.fullmatch(r"downstream: pip still running, \d+ s(, last: .*)?", line) for line in said)
+    assert any(line.endswith("last: Downloading pkg-1.0.tar.gz (1.0 MB)") for line in said)
+    assert "Collecting pkg==1.0" in log_path.read_text(encoding="utf-8")  # the log is as before
+
+
+def test_an_sdist_download_says_the_bytes_so_far(tmp_path, fake_pip):
+    from seriestool import fetch
+
+    said = []
+    sha = hashlib.sha256(b"sdist").hexdigest()
+    got = fetch.fetch_sdist("pkg", "1.0", sha, tmp_path / "cache", python=str(fake_pip), log=said.append)
+    assert got.read_bytes() == b"sdist"
+    assert said[0] == "downloading pkg==1.0 sdist with pip"
+    beats = said[1:]
+    assert beats and all(
+        re.fullmatch(r"downloading pkg==1.0 sdist: still running, \d+ s(, last: .*)?", b) for b in beats
+    )
+    assert any(b.endswith("last: Downloading pkg-1.0.tar.gz (1.0 MB), 0.3 MB so far") for b in beats)
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [sha]  # the temporary folder is gone
