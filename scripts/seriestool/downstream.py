@@ -492,24 +492,31 @@ class Runner:
             thread.start()
             running.append((proc, thread, group))
 
+        ran, total = self.ran, sum(len(group["names"]) for group in groups)
+
+        def detail() -> str:
+            busy = sorted({item[2]["point"].label for item in list(running)})
+            return f"{self.ran - ran}/{total} scenario run(s) done" + (f", at {', '.join(busy)}" if busy else "")
+
         try:
-            while pending or running:
-                while pending and len(running) < self.jobs:
-                    start(pending.pop(0))
-                try:
-                    kind, group, payload = results.get(timeout=1.0)
-                except queue.Empty:
-                    continue
-                if kind == "outcome" and payload is not None:
-                    self._store(group, payload)
-                else:  # the worker's pipe closed: it is done
-                    proc = next(item[0] for item in running if item[2] is group)
-                    running[:] = [item for item in running if item[2] is not group]
-                    code = proc.wait()
-                    missing = [n for n in group["names"] if (group["point"].index, n) not in self.outcomes]
-                    why = f"the worker process ended (exit {code}) without its outcome; see {group['log']}"
-                    for name in missing:
-                        self._store(group, {"name": name, "crashed": why})
+            with heartbeat(lambda message: self.log(f"downstream: workers {message}"), detail):
+                while pending or running:
+                    while pending and len(running) < self.jobs:
+                        start(pending.pop(0))
+                    try:
+                        kind, group, payload = results.get(timeout=1.0)
+                    except queue.Empty:
+                        continue
+                    if kind == "outcome" and payload is not None:
+                        self._store(group, payload)
+                    else:  # the worker's pipe closed: it is done
+                        proc = next(item[0] for item in running if item[2] is group)
+                        running[:] = [item for item in running if item[2] is not group]
+                        code = proc.wait()
+                        missing = [n for n in group["names"] if (group["point"].index, n) not in self.outcomes]
+                        why = f"the worker process ended (exit {code}) without its outcome; see {group['log']}"
+                        for name in missing:
+                            self._store(group, {"name": name, "crashed": why})
         finally:
             for proc, _, _ in running:
                 stop_group(proc)

@@ -24,6 +24,7 @@ from . import downstream
 from .context import Context
 from .errors import SeriesError
 from .manifest import Target
+from .progress import Say, heartbeat
 from .runners import stop_group
 
 
@@ -118,9 +119,11 @@ def run_worker(
     timeout: float,
     out: Callable[[str], None],
     log_path: Path,
+    say: Say | None = None,
 ) -> JSON:
-    """Run the worker on `tree`; its lines go to `out` (and `log_path`) as they come. Returns its result, or a
-    result with `crashed` when it gave none. A configuration the worker refuses is a SeriesError."""
+    """Run the worker on `tree`; its lines go to `out` (and `log_path`) as they come, `say` gets a progress line
+    while it runs (with its last line). Returns its result, or a result with `crashed` when it gave none. A
+    configuration the worker refuses is a SeriesError."""
     with tempfile.TemporaryDirectory(prefix="invariants-") as tmp:
         result = Path(tmp) / "result.json"
         cmd = worker_command(python, tree, profile, seed, result, replay=replay, release=release)
@@ -137,14 +140,21 @@ def run_worker(
                 start_new_session=True,
             )
             lines: list[str] = []
+
+            def detail() -> str:
+                last = next((line.strip() for line in reversed(lines[-5:]) if line.strip()), "")
+                return f"last: {last[:100]}" if last else ""
+
             try:
                 assert proc.stdout is not None
-                for line in proc.stdout:
-                    log.write(line)
-                    lines.append(line.rstrip("\n"))
-                    if line.startswith(("invariants:", "VIOLATION", "declared", "  ")) and "error:" not in line[:18]:
-                        out(line.rstrip("\n"))
-                code = proc.wait(timeout=timeout)
+                with heartbeat(say, detail):
+                    for line in proc.stdout:
+                        log.write(line)
+                        lines.append(line.rstrip("\n"))
+                        shown = line.startswith(("invariants:", "VIOLATION", "declared", "  "))
+                        if shown and "error:" not in line[:18]:
+                            out(line.rstrip("\n"))
+                    code = proc.wait(timeout=timeout)
             except (KeyboardInterrupt, subprocess.TimeoutExpired):
                 stop_group(proc)
                 raise

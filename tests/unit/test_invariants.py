@@ -211,3 +211,44 @@ def test_the_shipped_declarations_are_well_formed():
     for entry in declared.DECLARED:
         assert set(entry) == {"invariant", "trees", "when", "reason"}
         assert entry["reason"] and entry["trees"] and isinstance(entry["when"], dict)
+
+
+WORKER = """\
+import json, sys, time
+print("invariants: case 1 of 2", flush=True)
+time.sleep(0.5)
+print("invariants: case 2 of 2", flush=True)
+with open(sys.argv[sys.argv.index("--result") + 1], "w") as fh:
+    json.dump({"tree": "release", "violations": []}, fh)
+"""
+
+
+def test_a_worker_run_says_its_last_line_while_it_runs_and_gives_its_result(tmp_path, monkeypatch):
+    import re
+    import stat
+    import sys
+
+    from seriestool import progress
+
+    python = tmp_path / "python"
+    python.write_text(f"#!{sys.executable}\n{WORKER}", encoding="utf-8")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv(progress.ENV, "0.2")
+    shown, said = [], []
+    result = invariants.run_worker(
+        python,
+        invariants.Tree("release", "release"),
+        [],
+        [],
+        profile="quick",
+        seed=1,
+        replay=None,
+        timeout=60,
+        out=shown.append,
+        log_path=tmp_path / "logs" / "release.log",
+        say=progress.prefixed(said.append, "invariants: release"),
+    )
+    assert result == {"tree": "release", "violations": []}
+    assert shown == ["invariants: case 1 of 2", "invariants: case 2 of 2"]
+    assert said and all(re.fullmatch(r"invariants: release: still running, \d+ s(, last: .*)?", s) for s in said)
+    assert any(line.endswith(", last: invariants: case 1 of 2") for line in said)

@@ -10,6 +10,7 @@ from .. import invariants, pyenv
 from ..benchmark import loadavg
 from ..context import Context
 from ..errors import SeriesError
+from ..progress import prefixed
 
 
 NAME = "invariants"
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 replay=replay,
                 timeout=invariants.worker_timeout(args.profile),
                 out=ctx.out,
+                say=prefixed(ctx.log, f"invariants: {tree.label}"),
                 log_path=ctx.work / "logs" / "invariants" / f"{tree.label.replace('/', '_').replace(':', '_')}.log",
             )
         )
