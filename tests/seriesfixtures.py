@@ -342,14 +342,15 @@ class Fake:
     def checkout_dir(self):
         return self.work / "checkouts" / "fake"
 
-    def build_series(self, *patches, **manifest):
+    def build_series(self, *patches, discard=False, **manifest):
         """Make the fixture patches through the tool: checkout, one commit each, export.
 
-        A patch is (subject, changes) or (subject, changes, message body).
+        A patch is (subject, changes) or (subject, changes, message body). `discard`: the checkout may hold
+        commits of an earlier series that are not exported any more; start over anyway.
         """
         self.write_manifest(**manifest)
         self.seed_cache()
-        self.ok("checkout", "--replace")
+        self.ok("checkout", "--replace", *(["--discard-unexported"] if discard else []))
         for subject, changes, *body in patches:
             apply_changes(self.checkout_dir, changes)
             git(self.checkout_dir, "add", "--all")
