@@ -3,7 +3,7 @@
 import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,44 +217,49 @@ def _depends(path: Path, name: str, table: object, patches: list[str]) -> dict[s
     return depends
 
 
+def _declarations(
+    where: str, table: object, patches: list[str], keys: tuple[str, ...], shape: str
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """The entries of a declaration table `patch = [{...}, ...]` (downstream, upstream_tests_changed): checks what
+    both share (a table, patches of the series, lists of tables with known keys, a reason of one line) and yields
+    (patch, entry, reason); `shape` is the table's example for the error message, e.g. `scenarios = [...]`."""
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of patch = [{{ {shape}, reason = "..." }}, ...]')
+    names = ", ".join(key for key in keys if key != "fields")
+    for patch, entries in table.items():
+        if patch not in patches:
+            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
+        if not isinstance(entries, list) or not entries:
+            raise SeriesError(f"{where}: {patch!r} must map to a list of {{ {names} }} tables")
+        for entry in entries:
+            if not isinstance(entry, dict):
+                raise SeriesError(f"{where}: {patch!r} lists {entry!r}, not a {{ {names} }} table")
+            unknown = sorted(set(entry) - set(keys))
+            if unknown:
+                raise SeriesError(f"{where}: {patch!r}: unknown key(s) {', '.join(unknown)} ({', '.join(keys)})")
+            reason = entry.get("reason")
+            if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
+                raise SeriesError(f"{where}: {patch!r}: every declaration needs a reason of one line")
+            yield patch, entry, reason.strip()
+
+
 def _downstream(path: Path, name: str, table: object, patches: list[str]) -> dict[str, list[dict[str, Any]]]:
     """Validate `[targets.<name>.downstream]`: patch -> [{scenarios, reason, fields}], the downstream differences
     the patch intends. `scenarios` is a glob pattern or a list of them (`trl/sft-stream*`), `reason` one line,
     `fields` (optional) the outcome fields that may differ (default: all but error and nonfinite_grads)."""
     where = f"manifest {path}: [targets.{name}.downstream]"
-    if not isinstance(table, dict):
-        raise SeriesError(f'{where} must be a table of patch = [{{ scenarios = [...], reason = "..." }}, ...]')
     declared: dict[str, list[dict[str, Any]]] = {}
-    for patch, entries in table.items():
-        if patch not in patches:
-            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
-        if not isinstance(entries, list) or not entries:
-            raise SeriesError(f"{where}: {patch!r} must map to a list of {{ scenarios, reason }} tables")
-        declared[patch] = []
-        for entry in entries:
-            if not isinstance(entry, dict):
-                raise SeriesError(f"{where}: {patch!r} lists {entry!r}, not a {{ scenarios, reason }} table")
-            unknown = sorted(set(entry) - {"scenarios", "reason", "fields"})
-            if unknown:
-                raise SeriesError(
-                    f"{where}: {patch!r}: unknown key(s) {', '.join(unknown)} (scenarios, reason, fields)"
-                )
-            scenarios = entry.get("scenarios")
-            scenarios = [scenarios] if isinstance(scenarios, str) else scenarios
-            if (
-                not isinstance(scenarios, list)
-                or not scenarios
-                or not all(isinstance(s, str) and s for s in scenarios)
-            ):
-                raise SeriesError(f"{where}: {patch!r}: scenarios must be a pattern or a list of patterns")
-            reason = entry.get("reason")
-            if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
-                raise SeriesError(f"{where}: {patch!r}: every declaration needs a reason of one line")
-            fields = entry.get("fields", list(DOWNSTREAM_DEFAULT_FIELDS))
-            if not isinstance(fields, list) or not fields or not all(f in DOWNSTREAM_FIELDS for f in fields):
-                known = ", ".join(DOWNSTREAM_FIELDS)
-                raise SeriesError(f"{where}: {patch!r}: fields must list outcome fields ({known})")
-            declared[patch].append({"scenarios": list(scenarios), "reason": reason.strip(), "fields": list(fields)})
+    keys = ("scenarios", "reason", "fields")
+    for patch, entry, reason in _declarations(where, table, patches, keys, "scenarios = [...]"):
+        scenarios = entry.get("scenarios")
+        scenarios = [scenarios] if isinstance(scenarios, str) else scenarios
+        if not isinstance(scenarios, list) or not scenarios or not all(isinstance(s, str) and s for s in scenarios):
+            raise SeriesError(f"{where}: {patch!r}: scenarios must be a pattern or a list of patterns")
+        fields = entry.get("fields", list(DOWNSTREAM_DEFAULT_FIELDS))
+        if not isinstance(fields, list) or not fields or not all(f in DOWNSTREAM_FIELDS for f in fields):
+            known = ", ".join(DOWNSTREAM_FIELDS)
+            raise SeriesError(f"{where}: {patch!r}: fields must list outcome fields ({known})")
+        declared.setdefault(patch, []).append({"scenarios": list(scenarios), "reason": reason, "fields": list(fields)})
     return declared
 
 
@@ -266,40 +271,24 @@ def _upstream_tests_changed(
     the target's `upstream_tests` files (`tests/trainer/test_trainer.py::TrainerLoggingTest::test_x`), `reason`
     one line; a test is declared once."""
     where = f"manifest {path}: [targets.{name}.upstream_tests_changed]"
-    if not isinstance(table, dict):
-        raise SeriesError(f'{where} must be a table of patch = [{{ test = "tests/...py::...", reason = "..." }}, ...]')
     declared: dict[str, list[dict[str, str]]] = {}
     seen: dict[str, str] = {}
-    for patch, entries in table.items():
-        if patch not in patches:
-            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
-        if not isinstance(entries, list) or not entries:
-            raise SeriesError(f"{where}: {patch!r} must map to a list of {{ test, reason }} tables")
-        declared[patch] = []
-        for entry in entries:
-            if not isinstance(entry, dict):
-                raise SeriesError(f"{where}: {patch!r} lists {entry!r}, not a {{ test, reason }} table")
-            unknown = sorted(set(entry) - {"test", "reason"})
-            if unknown:
-                raise SeriesError(f"{where}: {patch!r}: unknown key(s) {', '.join(unknown)} (test, reason)")
-            test = entry.get("test")
-            parts = test.split("::") if isinstance(test, str) else []
-            if not isinstance(test, str) or len(parts) < 2 or not all(part and part == part.strip() for part in parts):
-                raise SeriesError(
-                    f"{where}: {patch!r}: test must be a pytest node id (tests/...py::Class::test_name), not {test!r}"
-                )
-            if parts[0] not in upstream_tests:
-                listed = ", ".join(upstream_tests) or "none"
-                raise SeriesError(
-                    f"{where}: {patch!r}: {test} is not in a file of [targets.{name}] upstream_tests ({listed})"
-                )
-            if test in seen:
-                raise SeriesError(f"{where}: {patch!r}: {test} is declared twice (also by {seen[test]!r})")
-            seen[test] = patch
-            reason = entry.get("reason")
-            if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
-                raise SeriesError(f"{where}: {patch!r}: every declaration needs a reason of one line")
-            declared[patch].append({"test": test, "reason": reason.strip()})
+    for patch, entry, reason in _declarations(where, table, patches, ("test", "reason"), 'test = "tests/...py::..."'):
+        test = entry.get("test")
+        parts = test.split("::") if isinstance(test, str) else []
+        if not isinstance(test, str) or len(parts) < 2 or not all(part and part == part.strip() for part in parts):
+            raise SeriesError(
+                f"{where}: {patch!r}: test must be a pytest node id (tests/...py::Class::test_name), not {test!r}"
+            )
+        if parts[0] not in upstream_tests:
+            listed = ", ".join(upstream_tests) or "none"
+            raise SeriesError(
+                f"{where}: {patch!r}: {test} is not in a file of [targets.{name}] upstream_tests ({listed})"
+            )
+        if test in seen:
+            raise SeriesError(f"{where}: {patch!r}: {test} is declared twice (also by {seen[test]!r})")
+        seen[test] = patch
+        declared.setdefault(patch, []).append({"test": test, "reason": reason})
     return declared
 
 
