@@ -20,6 +20,8 @@ from . import models, reference
 
 
 INIT_SCALE = 16.0
+# the step and batch counts a training log carries in the series (0017), read by `judges.logged_counts`
+COUNT_KEYS = ("num_batches_seen", "num_optimizer_steps_attempted")
 
 
 class CaseTimeout(Exception):
@@ -95,6 +97,9 @@ class Harness:
                 if logs and "loss" in logs:
                     harness.run.logs.append({"step": state.global_step, "loss": float(logs["loss"])})
                     harness.run.logs[-1]["attempts"] = len(harness.run.attempts)
+                    # the counts the series logs since the start of training (0017); None where a log has none
+                    for name in COUNT_KEYS:
+                        harness.run.logs[-1][name] = logs.get(name)
 
             def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.run.saves.append({"global_step": state.global_step, "attempts": harness.attempt})

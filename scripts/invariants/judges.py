@@ -5,11 +5,12 @@ harness injected, never from the Trainer's own counters. Each docstring names th
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from . import reference
-from .case import Observation, Run
+from .case import COUNT_KEYS, Observation, Run
 
 
 GRAD_RTOL = 1e-5
@@ -251,6 +252,45 @@ def logged_losses(obs: Observation) -> list[str]:
     return found
 
 
+def _attempts_before(obs: Observation, run: Run) -> list[dict[str, Any]]:
+    """The first run's attempts before the checkpoint `run` resumed from (none for the first run)."""
+    if run is obs.first or obs.resumed_from is None:
+        return []
+    return [a for a in obs.first.attempts if a["index"] < obs.resumed_from["attempts"]]
+
+
+def logged_counts(obs: Observation) -> list[str]:
+    """Each training log's `num_optimizer_steps_attempted` equals the optimizer attempts the harness saw since the
+    start of training (applied or skipped), and its `num_batches_seen` the micro-batches of those attempts (those of
+    skipped steps and short last windows too), both going on after a resume: the first run's attempts before the
+    checkpoint count too. After a resume with another batch size or accumulation only the attempts are checked (a
+    batch of another size is another unit). Series claim: 0017."""
+    found = []
+    for where, run in _runs(obs):
+        before = _attempts_before(obs, run)
+        batches = run is obs.first or _same_arguments(obs)
+        for log in run.logs:
+            missing = [name for name in COUNT_KEYS if log.get(name) is None]
+            if missing:
+                found.append(f"{where}: the log at global_step {log['step']} logs no {' or '.join(missing)}")
+                break
+            seen = before + run.attempts[: log["attempts"]]
+            if log["num_optimizer_steps_attempted"] != len(seen):
+                found.append(
+                    f"{where}: the log at global_step {log['step']} says num_optimizer_steps_attempted "
+                    f"{log['num_optimizer_steps_attempted']}, {len(seen)} attempt(s) since the start of training"
+                )
+                break
+            read = sum(a["micro_batches"] for a in seen)
+            if batches and log["num_batches_seen"] != read:
+                found.append(
+                    f"{where}: the log at global_step {log['step']} says num_batches_seen {log['num_batches_seen']}, "
+                    f"{read} micro-batch(es) in the {len(seen)} attempt(s) since the start of training"
+                )
+                break
+    return found
+
+
 LOADER: Callable[[str], str | None] | None = None  # set by the worker: the release's TrainerState.load_from_json
 
 
@@ -287,6 +327,7 @@ INVARIANTS: dict[str, Judge] = {
     "bounded-run": bounded_run,
     "resume-identical": resume_identical,
     "logged-loss": logged_losses,
+    "logged-counts": logged_counts,
     "release-loads": release_loads,
     "completes": completes,
 }

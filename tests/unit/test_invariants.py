@@ -213,6 +213,15 @@ def test_the_shipped_declarations_are_well_formed():
         assert entry["reason"] and entry["trees"] and isinstance(entry["when"], dict)
 
 
+@pytest.mark.parametrize("config", [CONFIG, {}, {"model": "llama_lm", "fp16": True, "resume": None}])
+def test_the_release_logs_no_counts_for_any_configuration(config):
+    # an empty predicate matches every configuration; the series and a checkout are not covered
+    reason = declared.find("logged-counts", "release", config)
+    assert reason == "5.24.0 logs no step or batch counts (0017)"
+    assert declared.find("logged-counts", "series", config) is None
+    assert declared.find("logged-counts", "path:/x", config) is None
+
+
 WORKER = """\
 import json, sys, time
 print("invariants: case 1 of 2", flush=True)
