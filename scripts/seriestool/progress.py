@@ -92,11 +92,14 @@ def _short(line: str, limit: int = LINE_LIMIT) -> str:
 _COLLECTED = re.compile(r"^collected (\d+) items?\b")
 # a line of pytest's progress (default verbosity): `tests/test_a.py ..F.s   [ 40%]`, or its continuation
 _PROGRESS = re.compile(r"^(?:\S+\.py )?([.FEsxX]+)\s*(?:\[\s*\d+%\])?$")
+# a test's outcome at `-v` (upstream's pyproject asks for it): `tests/test_a.py::test_b PASSED [ 40%]`, or the outcome
+# alone on a line of its own after the test's live log
+_VERBOSE = re.compile(r"(?:^|\s)(?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b.*\[\s*\d+%\]$")
 
 
 def pytest_counts(text: str) -> tuple[int, int] | None:
-    """(tests done, tests collected) from the output of a pytest run at default verbosity, None before pytest
-    has collected. An outcome letter counts once (a teardown error after a pass can count twice: capped)."""
+    """(tests done, tests collected) from the output of a pytest run at default verbosity or `-v`, None before
+    pytest has collected. An outcome letter counts once (a teardown error after a pass can count twice: capped)."""
     total, done, seen = None, 0, False
     for line in text.splitlines():
         line = line.rstrip()
@@ -113,6 +116,9 @@ def pytest_counts(text: str) -> tuple[int, int] | None:
         if match:
             seen = True
             done += len(match.group(1))
+        elif _VERBOSE.search(line):
+            seen = True
+            done += 1
     if total is None:
         return None
     return min(done, total), total

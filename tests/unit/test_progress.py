@@ -132,6 +132,24 @@ def test_tests_done_are_counted_from_pytests_output():
     assert progress.pytest_counts("collected 3 items\n\ntests/test_a.py .E.E") == (3, 3)
 
 
+def test_tests_done_are_counted_at_verbosity_one():
+    # upstream transformers' pyproject runs pytest with -v and live logs: an outcome per line, at times alone
+    verbose = (
+        "collected 4 items\n\n"
+        "tests/trainer/test_a.py::T::test_one PASSED [ 25%]\n"
+        "tests/trainer/test_a.py::T::test_two \n"
+        "-------------------------------- live log call ---------------------------------\n"
+        "WARNING  transformers:logging.py:340 a warning [with brackets]\n"
+        "PASSED                                                                   [ 50%]\n"
+        "tests/trainer/test_a.py::T::test_three SKIPPED (needs a GPU)             [ 75%]\n"
+    )
+    assert progress.pytest_counts(verbose) == (3, 4)
+    done = (
+        verbose + "tests/trainer/test_a.py::T::test_four FAILED [100%]\n\n=== FAILURES ===\nE   assert 1 == 2 [ 1%]\n"
+    )
+    assert progress.pytest_counts(done) == (4, 4)
+
+
 def test_the_details_read_the_logs(tmp_path):
     log = tmp_path / "run.log"
     detail = progress.pytest_detail(log)
