@@ -21,7 +21,7 @@ from . import models, reference
 
 INIT_SCALE = 16.0
 # the step and batch counts a training log carries in the series (0017), read by `judges.logged_counts`
-COUNT_KEYS = ("num_batches_seen", "num_optimizer_steps_attempted")
+COUNT_KEYS = ("num_batches_seen", "num_optimizer_steps_attempted", "num_optimizer_steps_applied")
 
 
 class CaseTimeout(Exception):
@@ -183,7 +183,7 @@ def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -
         extra["train_sampling_strategy"] = "sequential"
     if config["fp16"]:
         extra.update(fp16=True, bf16=False)
-    return TrainingArguments(
+    args = TrainingArguments(
         output_dir=str(folder),
         per_device_train_batch_size=batch_size,
         gradient_accumulation_steps=ga,
@@ -207,6 +207,9 @@ def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -
         remove_unused_columns=False,
         **extra,
     )
+    # set after construction: a tree without the option (5.24.0) ignores it and is judged by what it claims
+    args.count_skipped_steps = config.get("count_skipped_steps", True)
+    return args
 
 
 def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | None, seconds: float) -> None:

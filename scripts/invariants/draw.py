@@ -17,8 +17,10 @@ SCHEDULES = ("constant", "linear", "constant_with_warmup")
 KEYS = (
     "model", "targets", "seq_len", "batch_size", "ga", "streamed", "optim", "fp16", "inject", "schedule",
     "warmup", "learning_rate", "max_steps", "epochs", "logging", "save_steps", "callback", "resume",
-    "max_grad_norm",
+    "max_grad_norm", "count_skipped_steps",
 )  # fmt: skip
+# keys a replayed configuration may leave out, with the value they then take (configurations recorded before them)
+OPTIONAL = {"count_skipped_steps": True}
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ def configs(draw: Any) -> dict[str, Any]:
     kind = draw(st.sampled_from([None, "epoch_stop", "train_stop"]))
     k = draw(st.integers(0, 6))
     clip = draw(st.sampled_from([0.0, 1e9]))
+    # `TrainingArguments.count_skipped_steps` (0010): shrinks to the default, a skipped optimizer step is a step
+    applied_steps = draw(st.booleans())
 
     most = {"bert_cls": 1, "llama_lm": seq_len - 1}.get(model, seq_len)
     targets = [1] * n if model == "bert_cls" else [most - min(m, most) for m in masked]
@@ -95,6 +99,7 @@ def configs(draw: Any) -> dict[str, Any]:
         ),
         # fp16: a clip threshold no gradient reaches, so the gradients are unscaled before the harness reads them
         "max_grad_norm": 1e9 if fp16 else clip,
+        "count_skipped_steps": not applied_steps,
     }
 
 
@@ -102,6 +107,7 @@ def check(config: Any) -> dict[str, Any]:
     """A replayed configuration, checked: every key, nothing else (a ValueError names what is wrong)."""
     if not isinstance(config, dict):
         raise ValueError("the configuration is not a JSON object")
+    config = {**OPTIONAL, **config}
     missing = [k for k in KEYS if k not in config]
     extra = [k for k in config if k not in KEYS]
     if missing or extra:

@@ -38,6 +38,11 @@ def _applied(run: Run) -> int:
     return sum(1 for a in run.attempts if a["applied"])
 
 
+def _counts_skipped(obs: Observation) -> bool:
+    """The drawn `count_skipped_steps` (0010): whether a skipped optimizer step is a step (the default)."""
+    return bool(obs.config.get("count_skipped_steps", True))
+
+
 def _same_arguments(obs: Observation) -> bool:
     resume = obs.config["resume"]
     return resume is not None and (resume["batch_size"], resume["ga"]) == (obs.config["batch_size"], obs.config["ga"])
@@ -75,9 +80,22 @@ def _injected_before(obs: Observation, run: Run) -> int:
 
 def updates_counted(obs: Observation) -> list[str]:
     """An attempt is skipped exactly when the harness injected an inf into its window, and `global_step` equals the
-    applied updates (the optimizer's own step count), also after a resume. Series claims: 0009, 0010 (seed 000:
-    `global_step` counts real optimizer updates only)."""
+    optimizer steps taken (by default, as 5.24.0 counts) or, with `count_skipped_steps=False`, the applied updates
+    (the optimizer's own step count), also after a resume. Series claims: 0009, 0010 (seed 000)."""
     found = []
+    if _counts_skipped(obs):
+        for where, run in _runs(obs):
+            if run.error_kind is not None:
+                continue
+            taken = run.first_attempt + len(run.attempts)
+            for a in run.attempts:
+                if a["applied"] is not None and a["applied"] == a["injected"]:
+                    state = "applied" if a["applied"] else "skipped"
+                    found.append(f"{where}: attempt {a['index']} was {state} (inf injected: {a['injected']})")
+                    break
+            if run.global_step != taken:
+                found.append(f"{where}: global_step {run.global_step} but {taken} optimizer steps taken")
+        return found
     for where, run in _runs(obs):
         if run.error_kind is not None:
             continue
@@ -227,7 +245,7 @@ def logged_losses(obs: Observation) -> list[str]:
         for log in run.logs:
             windows = run.attempts[start : log["attempts"]]
             start = log["attempts"]
-            if not any(a["applied"] for a in windows):
+            if not _counts_skipped(obs) and not any(a["applied"] for a in windows):
                 found.append(
                     f"{where}: a loss is logged at global_step {log['step']} with no update since the last log"
                 )
@@ -260,33 +278,44 @@ def _attempts_before(obs: Observation, run: Run) -> list[dict[str, Any]]:
 
 
 def logged_counts(obs: Observation) -> list[str]:
-    """Each training log's `num_optimizer_steps_attempted` equals the optimizer attempts the harness saw since the
-    start of training (applied or skipped), and its `num_batches_seen` the micro-batches of those attempts (those of
-    skipped steps and short last windows too), both going on after a resume: the first run's attempts before the
-    checkpoint count too. After a resume with another batch size or accumulation only the attempts are checked (a
-    batch of another size is another unit). Series claim: 0017."""
+    """In a run with a gradient scaler (fp16), each training log's `num_optimizer_steps_attempted`,
+    `num_optimizer_steps_applied` and `num_batches_seen` equal the optimizer attempts the harness saw since the start
+    of training (applied or skipped), the applied ones and the micro-batches of those attempts (those of skipped steps
+    and short last windows too), going on after a resume (the first run's attempts before the checkpoint count too);
+    a count equal to the logged `step` is left out. A run without a scaler logs none. After a resume with another
+    batch size or accumulation the batches are not checked (a batch of another size is another unit). Series claim:
+    0017."""
     found = []
     for where, run in _runs(obs):
         before = _attempts_before(obs, run)
         batches = run is obs.first or _same_arguments(obs)
         for log in run.logs:
-            missing = [name for name in COUNT_KEYS if log.get(name) is None]
-            if missing:
-                found.append(f"{where}: the log at global_step {log['step']} logs no {' or '.join(missing)}")
-                break
+            if not obs.config["fp16"]:
+                logged = [name for name in COUNT_KEYS if log.get(name) is not None]
+                if logged:
+                    found.append(
+                        f"{where}: the log at global_step {log['step']} of a run without a scaler has {logged}"
+                    )
+                    break
+                continue
             seen = before + run.attempts[: log["attempts"]]
-            if log["num_optimizer_steps_attempted"] != len(seen):
-                found.append(
-                    f"{where}: the log at global_step {log['step']} says num_optimizer_steps_attempted "
-                    f"{log['num_optimizer_steps_attempted']}, {len(seen)} attempt(s) since the start of training"
-                )
-                break
-            read = sum(a["micro_batches"] for a in seen)
-            if batches and log["num_batches_seen"] != read:
-                found.append(
-                    f"{where}: the log at global_step {log['step']} says num_batches_seen {log['num_batches_seen']}, "
-                    f"{read} micro-batch(es) in the {len(seen)} attempt(s) since the start of training"
-                )
+            expected = {
+                "num_optimizer_steps_attempted": len(seen),
+                "num_optimizer_steps_applied": sum(1 for a in seen if a["applied"]),
+                "num_batches_seen": sum(a["micro_batches"] for a in seen),
+            }
+            for name, count in expected.items():
+                if name == "num_batches_seen" and not batches:
+                    continue
+                value = log.get(name)
+                wanted = None if count == log["step"] else count
+                if value != wanted:
+                    found.append(
+                        f"{where}: the log at global_step {log['step']} says {name} {value}, expected {wanted} "
+                        f"({count} since the start of training, left out when equal to the step)"
+                    )
+                    break
+            if found:
                 break
     return found
 
@@ -295,15 +324,14 @@ LOADER: Callable[[str], str | None] | None = None  # set by the worker: the rele
 
 
 def release_loads(obs: Observation) -> list[str]:
-    """A checkpoint written before any skip loads in 5.24.0 (`TrainerState.load_from_json` of the release). Series
-    claims: 0001, 0008, 0009 (the skip count is written only when non-zero)."""
+    """Every checkpoint loads in 5.24.0 (`TrainerState.load_from_json` of the release), also after skips. Series
+    claims: 0001, 0008, 0009 (the skip count is kept in `stateful_callbacks`, only when non-zero)."""
     if LOADER is None:
         return []
     found = []
     for where, run in _runs(obs):
         for save in run.saves:
-            clean = not any(a["injected"] for a in run.attempts if a["index"] < save["attempts"])
-            if clean and run is obs.first and save.get("state_json"):
+            if run is obs.first and save.get("state_json"):
                 error = LOADER(save["state_json"])
                 if error:
                     found.append(f"{where}: checkpoint-{save['global_step']}: {error}")
