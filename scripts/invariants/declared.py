@@ -17,7 +17,7 @@ DECLARED: list[dict[str, Any]] = [
         "reason": (
             "release and series (no patch yet): a stream has no planned number of passes, so with max_steps a "
             "callback that stops every epoch before its first update (should_epoch_stop in on_epoch_begin) makes "
-            "5.24.0 and the series read one micro-batch per pass forever; sized data ends (0010's pass bound)"
+            "5.24.0 and the series read one micro-batch per pass forever; sized data ends (0012's pass bound)"
         ),
     },
     {

@@ -68,7 +68,7 @@ def configs(draw: Any) -> dict[str, Any]:
     kind = draw(st.sampled_from([None, "epoch_stop", "train_stop"]))
     k = draw(st.integers(0, 6))
     clip = draw(st.sampled_from([0.0, 1e9]))
-    # `TrainingArguments.count_skipped_steps` (0010): shrinks to the default, a skipped optimizer step is a step
+    # `TrainingArguments.count_skipped_steps` (0012): shrinks to the default, a skipped optimizer step is a step
     applied_steps = draw(st.booleans())
 
     most = {"bert_cls": 1, "llama_lm": seq_len - 1}.get(model, seq_len)

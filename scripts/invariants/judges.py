@@ -39,7 +39,7 @@ def _applied(run: Run) -> int:
 
 
 def _counts_skipped(obs: Observation) -> bool:
-    """The drawn `count_skipped_steps` (0010): whether a skipped optimizer step is a step (the default)."""
+    """The drawn `count_skipped_steps` (0012): whether a skipped optimizer step is a step (the default)."""
     return bool(obs.config.get("count_skipped_steps", True))
 
 
@@ -81,7 +81,7 @@ def _injected_before(obs: Observation, run: Run) -> int:
 def updates_counted(obs: Observation) -> list[str]:
     """An attempt is skipped exactly when the harness injected an inf into its window, and `global_step` equals the
     optimizer steps taken (by default, as 5.24.0 counts) or, with `count_skipped_steps=False`, the applied updates
-    (the optimizer's own step count), also after a resume. Series claims: 0009, 0010 (seed 000)."""
+    (the optimizer's own step count), also after a resume. Series claims: 0011, 0012 (seed 000)."""
     found = []
     if _counts_skipped(obs):
         for where, run in _runs(obs):
@@ -111,7 +111,7 @@ def updates_counted(obs: Observation) -> list[str]:
 
 def skip_count(obs: Observation) -> list[str]:
     """The Trainer's skip count equals the infs the harness injected, in the run and after a resume from any
-    checkpoint, with any batch size or accumulation. Series claims: 0009, 0010 (issue 27 items 2, 3)."""
+    checkpoint, with any batch size or accumulation. Series claims: 0011, 0012 (issue 27 items 2, 3)."""
     found = []
     for where, run in _runs(obs):
         if run.error_kind is not None:
@@ -124,7 +124,7 @@ def skip_count(obs: Observation) -> list[str]:
 
 def run_length(obs: Observation) -> list[str]:
     """A `max_steps` run without a stopping callback ends at `global_step == max_steps` (also after a resume); an
-    epoch run without one attempts the windows of its epochs (closed form). Series claim: 0010 (extra passes make
+    epoch run without one attempts the windows of its epochs (closed form). Series claim: 0012 (extra passes make
     up skipped steps only), issue 27 item 2 (the right end after a resume)."""
     config = obs.config
     if config["callback"] is not None:
@@ -141,7 +141,7 @@ def run_length(obs: Observation) -> list[str]:
 
 def step_end_once(obs: Observation) -> list[str]:
     """`on_step_end` sees each `global_step` once, strictly increasing, from the one the run starts at to the one it
-    ends at. Series claim: the `TrainerCallback` contract of 0010 (issue 27 item 4: a callback keyed on
+    ends at. Series claim: the `TrainerCallback` contract of 0012 (issue 27 item 4: a callback keyed on
     `global_step` fires once per step)."""
     found = []
     for where, run in _runs(obs):
@@ -155,7 +155,7 @@ def step_end_once(obs: Observation) -> list[str]:
 
 def step_begin_once(obs: Observation) -> list[str]:
     """`on_step_begin` sees a `global_step` again only for an attempt that was skipped there (a step cut by the end
-    of a pass does not begin twice). Series claim: 0010 (issue 27 item 4)."""
+    of a pass does not begin twice). Series claim: 0012 (issue 27 item 4)."""
     found = []
     for where, run in _runs(obs):
         if run.error_kind is not None:
@@ -177,7 +177,7 @@ def step_begin_once(obs: Observation) -> list[str]:
 
 def learning_rates(obs: Observation) -> list[str]:
     """The learning rate of the n-th applied update equals the schedule's closed form at n (a skipped attempt does
-    not advance the schedule). Series claims: 0009 and accelerate 0001 (fused optimizers' skips)."""
+    not advance the schedule). Series claims: 0011 and accelerate 0001 (fused optimizers' skips)."""
     found = []
     runs = [("first run", obs.first)] + (
         [("after resume", obs.resumed)] if _same_arguments(obs) and obs.resumed else []
@@ -204,7 +204,7 @@ def learning_rates(obs: Observation) -> list[str]:
 
 def bounded_run(obs: Observation) -> list[str]:
     """`train()` ends within a bound of reads: the passes the run needs, one more per injected skip, one spare (and
-    a wall-clock guard). Series claim: 0010 (issue 27 item 1: a `max_steps` run over sized data reads only the
+    a wall-clock guard). Series claim: 0012 (issue 27 item 1: a `max_steps` run over sized data reads only the
     passes its updates and skips need)."""
     return [
         f"{where}: {run.error} (bound {run.read_bound} samples)"
@@ -220,7 +220,7 @@ def completes(obs: Observation) -> list[str]:
 
 def resume_identical(obs: Observation) -> list[str]:
     """Resuming from a checkpoint with the same arguments ends with bit-identical weights to the run that was not
-    interrupted. Series claims: 0008 (exact next batch), 0009, 0010 (counts restored)."""
+    interrupted. Series claims: 0008 (exact next batch), 0011, 0012 (counts restored)."""
     if not _same_arguments(obs) or obs.resumed is None or obs.resumed.error_kind or obs.first.error_kind:
         return []
     differ = [
@@ -236,7 +236,7 @@ def logged_losses(obs: Observation) -> list[str]:
     """Each logged `loss` is the mean of the reference losses of the windows read since the previous log (those
     whose optimizer step was skipped too: their loss was measured on the same weights) that have a target (NaN when
     none has), and nothing is logged when no update was applied since then. Series claims: 0006 (no leaked loss),
-    0010 (an interval's loss over its windows, none without an update; issue 27 item 9), 0014 (a window without
+    0012 (an interval's loss over its windows, none without an update; issue 27 item 9), 0015 (a window without
     targets is left out, never imputed)."""
     found = []
     rtol = FP16_RTOL if obs.config["fp16"] else LOSS_RTOL
@@ -250,7 +250,7 @@ def logged_losses(obs: Observation) -> list[str]:
                     f"{where}: a loss is logged at global_step {log['step']} with no update since the last log"
                 )
                 break
-            # a window without targets has no mean loss: `logging_nan_inf_filter` (on) leaves it out (0014)
+            # a window without targets has no mean loss: `logging_nan_inf_filter` (on) leaves it out (0015)
             kept = [a for a in windows if a["expected"]["targets"]]
             if not kept:
                 if not math.isnan(log["loss"]):
@@ -325,7 +325,7 @@ LOADER: Callable[[str], str | None] | None = None  # set by the worker: the rele
 
 def release_loads(obs: Observation) -> list[str]:
     """Every checkpoint loads in 5.24.0 (`TrainerState.load_from_json` of the release), also after skips. Series
-    claims: 0001, 0008, 0009 (the skip count is kept in `stateful_callbacks`, only when non-zero)."""
+    claims: 0001, 0008, 0011 (the skip count is kept in `stateful_callbacks`, only when non-zero)."""
     if LOADER is None:
         return []
     found = []
