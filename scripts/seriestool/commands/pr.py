@@ -177,7 +177,8 @@ def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> 
         report = reports.load_last(ctx.work, target.name)
         where = reports.last_path(ctx.work, target.name)
     entry = next((p for p in (report or {}).get("patches", []) if p["name"] == name), None)
-    rerun = f"run `python3 scripts/series.py verify --target {target.name}`, then pr again"
+    spec = f" --base path:{record.get('repo')}" if branch and record.get("base") else ""
+    rerun = f"run `python3 scripts/series.py verify --target {target.name}{spec}`, then pr again"
     if entry is None or not report.get("targets"):
         ctx.log(f"note: no verify result for {name} in {where}; {rerun}")
         return ["No verify result for this patch yet: the tests' red/green result is missing."], False
