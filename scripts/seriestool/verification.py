@@ -4,6 +4,7 @@ upstream's own tests; what it prints and the JSON report."""
 
 import datetime
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -361,10 +362,12 @@ def check_base_imports(ctx: Context, target: Target, repo: Repo, base: str, runs
     log = logs / "base-import.log"
     log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
     lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
-    why = lines[-1] if lines else f"exit {proc.returncode}"
+    # the exception's line (a hint may follow it: transformers adds `Try: pip install ...`)
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b", line)]
+    why = (errors or lines or [f"exit {proc.returncode}"])[-1]
     raise SeriesError(
-        f"the base {base[:12]} ({target.package} on {repo.path.name}: {why}) does not import with the packages of "
-        f"{runs.python}, so no test of any patch could run on it: its requirements moved past the pinned ones "
+        f"the base {base[:12]} does not import with the packages of {runs.python} (`import {name}`: {why}), so "
+        "no test of any patch could run on it: its requirements moved past the pinned ones "
         f"(scripts/requirements-test.txt). Install what the base needs into an environment with pytest and ruff "
         f"0.14.10 and pass it with --python PATH (log {shown_path(log)})"
     )
