@@ -362,3 +362,18 @@ def test_the_table(drift):
     if os.environ.get("SERIES_DRIFT_TABLE"):
         Path(os.environ["SERIES_DRIFT_TABLE"]).write_text(text, encoding="utf-8")
     assert all(row[-1] in ("yes", "") for row in rows[1:])
+
+
+def test_a_fix_upstream_in_part_is_told_without_a_verify_on_the_release(drift):
+    """The nightly job's work folder holds no verify on the pinned sdist: verify then runs the conflicting patch's
+    tests on the release itself (a checkout under <work>/verify-release/) to compare with."""
+    fake, names, python = drift
+    repo = fake.root / "up-fixed-differently"
+    if not repo.is_dir():
+        repo = _upstream(fake, names, "fixed-differently")
+    for path in [fake.work / "reports" / "verify-fake.json", *(fake.work / "reports" / "bases").glob("*.json")]:
+        path.unlink()
+    statuses, data = _verify(fake, python, repo, names)
+    assert statuses == CASES["fixed-differently"][1]
+    assert "1 of the 2 tests that fail without it on the 1.0 release pass here" in data["patches"][0]["notes"][0]
+    assert (fake.work / "verify-release" / "fake" / ".git").is_dir()

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import base as base_mod
 from . import patchfile, placement, reports, upstream_tests
+from .am import am_series
 from .base import BaseSpec
 from .context import Context
 from .errors import SeriesError
@@ -161,7 +162,8 @@ def verify_target(
         return run_pytest(log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, **common)
 
     def on_release(name: str) -> set[str] | None:
-        return reports.on_release(ctx.work, target).get(name)
+        known = reports.on_release(ctx.work, target).get(name)
+        return known if known is not None else release_red(ctx, target, name, runs, logs)
 
     placing = placement.Placing(
         ctx,
@@ -259,6 +261,40 @@ def verify_target(
         res.decide()
         prev = commit
     return results
+
+
+def release_red(ctx: Context, target: Target, name: str, runs: Runs, logs: Path) -> set[str] | None:
+    """The tests of the patch `name` that fail without it on the pinned release (put on the release plus the
+    patches before it, in a checkout of its own under <work>/verify-release/), for a conflict on another base when
+    no verify on the release is kept to compare with (the nightly job's fresh work folder). The run is the red
+    stage of a verify on the release: its outcome is reused. None when it cannot be told."""
+    where = f"[{target.name}] {name[:4]} on the {target.version} release"
+    try:
+        repo, _ = prepare_scratch(ctx, target, base_mod.SDIST, folder="verify-release")
+    except SeriesError as exc:
+        ctx.log(f"{where}: cannot compare with the release ({exc})")
+        return None
+    failed, _ = am_series(repo, target, target.patches[: target.patches.index(name)])
+    patch = Path(target.patch_path(name))
+    added = placement.added_files(patch, target.tests)
+    files = [path for path in added if is_test_file(path)]
+    if failed or not files or not placement.put_added_files(repo, patch, added):
+        return None
+    ctx.log(f"{where}: which of its tests fail without it there (to compare with this base)")
+    run = cached_pytest(
+        runs.cache,
+        python=runs.python,
+        repo_dir=repo.path,
+        source_dir=target.source_dir,
+        files=files,
+        device=runs.device,
+        timeout=runs.timeout,
+        log_stem=logs / f"{name.removesuffix('.patch')}.release-red",
+        expect=RunStatus.RED,
+        say=prefixed(ctx.log, where),
+    )
+    repo.reset_hard("HEAD")
+    return set(run.failing) if run.status == RunStatus.RED else None
 
 
 def _run_progress(ctx: Context, what: str, repeat: int) -> Callable[[int, PytestRun], None]:
