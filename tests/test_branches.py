@@ -125,20 +125,32 @@ def test_a_dirty_clone_or_an_unknown_ref_is_refused(fake):
     assert _branches(repo) == {}
 
 
-def test_a_patch_that_does_not_apply_leaves_no_branch(fake):
+def test_a_patch_that_does_not_apply_gets_no_branch_and_the_others_are_made(fake):
     _series_with_a_dependency(fake)
     repo = fake.upstream_repo(fake.root / "fork")
     # Upstream rewrote the line the first patch changes, still wrong: it conflicts (and verify would say so).
     apply_changes(repo, {"src/fakepkg/core.py": ("return a - b", "return -(b - a)")})
     git(repo, "commit", "--quiet", "-am", "upstream rewrites add()")
-    before = repo_state(repo)
+    before = _state(repo)
     killed = fake.work / "branches" / ".fake.abcd1234" / "repo"  # left by a run that was killed
     killed.mkdir(parents=True)
-    line = one_error_line(fake.run("branches", "--repo", str(repo)))
-    assert "patch 0001-core-make-add-add.patch does not apply on HEAD of" in line
-    assert "src/fakepkg/core.py: content differs" in line and "no branch was made or moved" in line
-    assert repo_state(repo) == before  # the third patch would go in: still no branch at all
+    proc = fake.run("branches", "--repo", str(repo))
+    # Before: one conflict blocked every branch (exit 2, none made). Now the third patch gets its branch, and the
+    # first (and the second, which depends on it) are listed with their conflict: exit 1.
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert _branches(repo) == {"trainer-series/fakepkg-add-version": 1}
+    out = proc.stdout
+    assert out.splitlines()[0].endswith(": 1 made, 0 moved, 0 unchanged")
+    assert "no branch for 0001-core-make-add-add.patch: conflict: src/fakepkg/core.py: content differs" in out
+    assert "no branch for 0002-core-truncate-add.patch: conflict: src/fakepkg/core.py" in out
+    assert "no branch for 0001, 0002 (conflict): `verify --target fake --base path:" in out
+    assert "push --force-with-lease origin trainer-series/fakepkg-add-version\n" in out
+    assert _state(repo) == before  # HEAD, branch and files are left alone
     assert not list((fake.work / "branches").iterdir())  # no scratch clone left behind, nor the old one
+    record = json.loads((fake.work / "reports" / "branches-fake.json").read_text(encoding="utf-8"))
+    assert record["base"] == git(repo, "rev-parse", "HEAD") and list(record["branches"]) == [
+        "0003-fakepkg-add-__version__.patch"
+    ]
 
 
 def test_a_base_verify_passes_checkout_and_branches_build_as_verify_judged(fake, test_python):

@@ -217,3 +217,33 @@ def test_branch_names_from_subjects():
     assert prtemplate.slug("...") == "patch"
     names = prtemplate.branch_names([("a", "Fix it"), ("b", "fix: it!"), ("c", "Other")])
     assert names == {"a": "trainer-series/fix-it", "b": "trainer-series/fix-it-2", "c": "trainer-series/other"}
+
+
+def test_pr_quotes_the_verify_of_the_base_its_branch_is_on(fake, test_python):
+    """Before: `pr` quoted the last verify whatever its base (upstream main's commit for a branch on the release).
+    Now it quotes the verify on the base `branches` put the patch's branch on (or on a commit with its files)."""
+    from seriesfixtures import apply_changes, git
+
+    fake.build_series(GOOD)
+    fork = fake.upstream_repo(fake.root / "fork")  # the release's files: the sdist's tree
+    fake.ok("verify", "--python", test_python)  # on the pinned sdist
+    moved = fake.upstream_repo(fake.root / "main")
+    apply_changes(moved, {"README.md": ("A fake upstream", "A moved upstream")})
+    git(moved, "commit", "--quiet", "-am", "upstream moves on")
+    commit = git(moved, "rev-parse", "HEAD")
+    fake.ok("verify", "--python", test_python, "--target", "fake", "--base", f"path:{moved}")  # the last verify
+
+    fake.ok("branches", "--repo", str(fork))
+    _, body, err = _pr(fake, "0001")
+    assert "on the fakepkg 1.0 release" in _notes(body) and commit[:12] not in body and "no verify" not in err
+
+    fake.ok("branches", "--repo", str(moved))
+    _, body, err = _pr(fake, "0001")
+    assert f"on commit {commit[:12]}" in _notes(body).replace("\n", " ")
+
+    apply_changes(moved, {"README.md": ("A moved upstream", "A moved-again upstream")})
+    git(moved, "commit", "--quiet", "-am", "upstream moves on again")
+    fake.ok("branches", "--repo", str(moved))
+    _, body, err = _pr(fake, "0001")
+    assert "No verify result on the base of its branch trainer-series/core-make-add-add" in _notes(body)
+    assert "note: no verify result on the base of its branch" in err and "--base path:" in err

@@ -1,5 +1,6 @@
 """Make a git repository holding a target's base: the pinned sdist, a local clone's HEAD or a git ref."""
 
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -157,3 +158,45 @@ def fetch_into(repo: Repo, spec: BaseSpec) -> str:
     """For a reused scratch repository: fetch a git base again and return its commit id."""
     url, ref = _git_source(spec)
     return _fetch_commit(repo, url, ref)
+
+
+_VERSION = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
+_PKG_INFO_VERSION = re.compile(r"^Version:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def import_name(target: Target) -> str:
+    """The top-level module of the target's package (`transformers`, `accelerate`)."""
+    return re.sub(r"[-.]+", "_", target.package).lower()
+
+
+def version_of(repo: Repo, commit: str, target: Target) -> str | None:
+    """The package version the base `commit` declares: `__version__` of `<source_dir>/<package>/__init__.py`, else
+    the `Version:` of its PKG-INFO (an sdist). None when it says none."""
+    init = repo.run("show", f"{commit}:{target.source_dir}/{import_name(target)}/__init__.py", check=False)
+    match = _VERSION.search(init.stdout) if init.returncode == 0 else None
+    if match is None:
+        info = repo.run("show", f"{commit}:PKG-INFO", check=False)
+        match = _PKG_INFO_VERSION.search(info.stdout) if info.returncode == 0 else None
+    return match.group(1) if match else None
+
+
+def _version_key(version: str) -> tuple[tuple[int, ...], int] | None:
+    """(release numbers, 0 for a pre-release or dev version else 1): `5.25.0.dev0` sorts after `5.24.0`, before
+    `5.25.0`."""
+    match = re.match(r"v?(\d+(?:\.\d+)*)(.*)$", version.strip())
+    if match is None:
+        return None
+    numbers = [int(part) for part in match.group(1).split(".")]
+    numbers += [0] * (3 - len(numbers))
+    rest = match.group(2).lower()
+    pre = bool(re.match(r"[.\-_]?(dev|a|alpha|b|beta|rc|pre|c)\d*", rest))
+    return tuple(numbers), 0 if pre else 1
+
+
+def older_than(version: str | None, pinned: str) -> bool:
+    """Whether a base declaring `version` is older than the pinned release (an upstream `main` that has not
+    reached the pin yet): the series was made on newer code, its statuses there say little."""
+    if not version:
+        return False
+    mine, pin = _version_key(version), _version_key(pinned)
+    return mine is not None and pin is not None and mine < pin

@@ -97,18 +97,50 @@ def landed(repo: Repo, commit: str, patch_files: Iterable[Path], scratch_dir: St
     return found
 
 
-def applies_with(repo: Repo, commit: str, patch: StrPath, needs: Iterable[StrPath], scratch_dir: StrPath) -> bool:
-    """Whether `patch` applies to `commit`'s tree with the patches `needs` (in order) applied first."""
+def goes_in(
+    repo: Repo, commit: str, patches: Iterable[StrPath], *, preimages: Callable[[], None] | None = None
+) -> bool:
+    """Whether `patches`, in order, all go in on `commit` through `place` (cleanly or with a 3-way merge): the same
+    merge every command uses. Tried in `repo`'s work tree (clean), which is left at the commit, branch and files it
+    had."""
+    head, branch = repo.head(), repo.current_branch()
+    try:
+        repo.reset_hard(commit)
+        return all(place(repo, patch, preimages=preimages).status.went_in for patch in patches)
+    finally:
+        if repo.operation_in_progress():
+            repo.am_abort()
+        if head is not None:
+            repo.reset_hard(head)
+            if branch is not None:
+                repo.run("checkout", "--quiet", "--force", branch)
+
+
+def applies_with(
+    repo: Repo,
+    commit: str,
+    patch: StrPath,
+    needs: Iterable[StrPath],
+    scratch_dir: StrPath,
+    *,
+    preimages: Callable[[], None] | None = None,
+) -> bool:
+    """Whether `patch` goes in on `commit`'s tree with the patches `needs` (in order) put there first.
+
+    A plain `git apply` of them all on a scratch index is tried first (no work tree touched); when that fails, the
+    answer is `goes_in`'s, the merge engine of every command (3-way, with the blobs `preimages` loads): a patch
+    whose context moved on a fork is not a missing dependency."""
+    needs = list(needs)
     index = Path(scratch_dir) / f"index-with-{os.getpid()}"
     env = {"GIT_INDEX_FILE": str(index)}
     try:
         repo.run("read-tree", commit, env=env)
-        for need in needs:
-            if not repo.ok("apply", "--cached", str(Path(need).resolve()), env=env):
-                return False
-        return repo.ok("apply", "--cached", "--check", str(Path(patch).resolve()), env=env)
+        plain = all(repo.ok("apply", "--cached", str(Path(need).resolve()), env=env) for need in needs)
+        if plain and repo.ok("apply", "--cached", "--check", str(Path(patch).resolve()), env=env):
+            return True
     finally:
         index.unlink(missing_ok=True)
+    return goes_in(repo, commit, [*needs, patch], preimages=preimages)
 
 
 def _conflict_regions(path: Path) -> list[list[int]]:
@@ -182,14 +214,17 @@ class Placing:
         notes: list[str] | None,
         run_red: Callable[[list[str], Path], PytestRun],
         is_test: Callable[[str], bool],
+        on_release: Callable[[str], set[str] | None] | None = None,
     ) -> None:
         self.ctx, self.target, self.repo = ctx, target, repo
         self.moved = moved  # the base is not the pinned sdist
         self.notes = notes  # the target's notes in the report
         self.run_red = run_red  # (test files, log stem) -> the pytest run on the base without the patch
         self.is_test = is_test
+        # patch name -> the tests of it that failed without it on the pinned release (its last verify there), or None
+        self.on_release = on_release
         self.left_out: list[str] = []  # patches that conflict, in order
-        self._preimages = loader(repo, target, ctx.downloads, ctx.log, report=self._preimage_problem)
+        self.preimages = loader(repo, target, ctx.downloads, ctx.log, report=self._preimage_problem)
 
     def _preimage_problem(self, problem: str) -> None:
         # A moved base (or a moved pin) lacks the blobs a 3-way merge needs; they are loaded once, when a patch
@@ -207,7 +242,7 @@ class Placing:
         res.sha256 = sha256_file(patch)
         res.skipped_before = list(self.left_out)
         placement = (
-            Placement(BaseStatus.ALREADY_UPSTREAM) if in_base else place(self.repo, patch, preimages=self._preimages)
+            Placement(BaseStatus.ALREADY_UPSTREAM) if in_base else place(self.repo, patch, preimages=self.preimages)
         )
         res.base_status = placement.status
         res.conflicts = placement.conflicts
@@ -245,6 +280,14 @@ class Placing:
                     "drop it from the series once upstream's fix is checked"
                 )
                 return
+            partly = self._fixed_in_part(res)
+            if partly:
+                res.base_status = BaseStatus.FIXED_DIFFERENTLY
+                res.notes.append(
+                    f"fixed upstream differently: it conflicts ({where}), and {partly}; "
+                    "drop it from the series once upstream's fix is checked"
+                )
+                return
             tests = (
                 "its tests still fail without it"
                 if res.red.status == RunStatus.RED
@@ -252,3 +295,21 @@ class Placing:
             )
         later = "; left out, later patches tried without it" if res.index < len(self.target.patches) else ""
         res.problems.append(f"conflicts with the base{tried}: {where}; {tests}{later}")
+
+    def _fixed_in_part(self, res: PatchResult) -> str:
+        """When the base without the patch passes some of the patch's tests that fail without it on the pinned
+        release, and fails only tests that failed there too: upstream fixed the bug its own way, and the tests that
+        still fail check what only the patch does (most often the exact text of its warning). Says so, or ""."""
+        if self.on_release is None or res.red is None or res.red.status != RunStatus.RED:
+            return ""
+        before = self.on_release(res.name)
+        failing = set(res.red.failing)
+        if not before or not failing or not failing <= before or not before - failing:
+            return ""
+        fixed = len(before - failing)
+        still = ", ".join(test.rsplit("::", 1)[-1] for test in sorted(failing))
+        return (
+            f"{fixed} of the {len(before)} tests that fail without it on the {self.target.version} release pass here; "
+            f"the others ({still}) still fail: check that they assert only what the patch words its own way "
+            "(a warning's text)"
+        )

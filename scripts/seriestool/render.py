@@ -275,7 +275,12 @@ def _cell(text: str) -> str:
 
 def markdown(report: JSON) -> str:
     """The report as markdown, for a CI job summary ($GITHUB_STEP_SUMMARY) or a comment."""
-    lines = [f"### Patch series verify: {'OK' if report['ok'] else 'FAILED'}", ""]
+    head = f"### Patch series verify: {'OK' if report['ok'] else 'FAILED'}"
+    # On another base than the pinned sdist (the nightly job's upstream main), the first line says what was judged.
+    moved = [t for t in report["targets"] if t.get("base", {}).get("spec") not in (None, "sdist")]
+    if moved:
+        head += " on " + ", ".join(f"{t['name']} {t['base']['describe']} at `{t['base']['commit']}`" for t in moved)
+    lines = [head, ""]
     tools = report.get("tools") or {}
     lines += ["| target | base | commit |", "|---|---|---|"]
     for target in report["targets"]:

@@ -136,3 +136,57 @@ def judged(work: str | Path, target: Target, base_commit: str) -> dict[str, "Jud
                 problems=list(entry.get("problems", [])),
             )
     return found
+
+
+def _reports(work: str | Path, target: str) -> list[Any]:
+    """Every kept report of `target`: the one per base, then the last one (a work folder from before bases)."""
+    found = [_load(path) for path in sorted((Path(work) / "reports" / "bases").glob(f"verify-{target}-*.json"))]
+    return [report for report in [*found, load_last(work, target)] if report and report.get("targets")]
+
+
+def on_release(work: str | Path, target: Target) -> dict[str, set[str]]:
+    """{patch name: the tests of it that failed without it} from the last verify on the pinned sdist (this
+    version), for the patches whose file is still the one it judged. `verify` on another base compares with it: a
+    conflicting patch whose tests partly pass there was fixed upstream in its own way."""
+    for report in _reports(work, target.name):
+        base = report["targets"][0]
+        if base.get("base", {}).get("spec") != "sdist" or base.get("version") != target.version:
+            continue
+        found: dict[str, set[str]] = {}
+        for entry in report.get("patches", []):
+            path = Path(target.patch_path(entry["name"]))
+            red = entry.get("red") or {}
+            if path.is_file() and entry.get("sha256") == sha256_file(path) and red.get("status") == "red":
+                found[entry["name"]] = set(red.get("failing") or [])
+        return found
+    return {}
+
+
+def judged_on(work: str | Path, target: Target, commit: str, tree: str | None) -> tuple[Any, dict[str, Judgement]]:
+    """(the report, its judgements) of the last verify on the base `commit`, or on another base with the same
+    files (`tree`: a fork's commit of the release's files and the pinned sdist's commit): what `pr` quotes for a
+    branch made on that base. (None, {}) when there is none."""
+    found = judged(work, target, commit)
+    if found:
+        return load_base(work, target.name, commit), found
+    if tree:
+        for report in _reports(work, target.name):
+            base = report["targets"][0].get("base", {})
+            if base.get("tree") == tree and base.get("commit"):
+                found = judged(work, target, base["commit"])
+                if found:
+                    return load_base(work, target.name, base["commit"]), found
+    return None, {}
+
+
+def branches_path(work: str | Path, target: str) -> Path:
+    """What the last `branches` of `target` made: the clone, the base and each patch's branch (`pr` reads it)."""
+    return Path(work) / "reports" / f"branches-{target}.json"
+
+
+def save_branches(work: str | Path, target: str, data: dict[str, Any]) -> None:
+    _write(branches_path(work, target), data)
+
+
+def load_branches(work: str | Path, target: str) -> Any:
+    return _load(branches_path(work, target))

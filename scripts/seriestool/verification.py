@@ -3,15 +3,21 @@ its fix, green with it, ruff-clean), then the target's tests with its companions
 upstream's own tests; what it prints and the JSON report."""
 
 import datetime
+import os
+import re
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import patchfile, placement, upstream_tests
+from . import base as base_mod
+from . import patchfile, placement, reports, upstream_tests
+from .am import am_series
 from .base import BaseSpec
 from .context import Context
+from .errors import SeriesError
 from .git import Repo
 from .manifest import Target
 from .progress import prefixed
@@ -20,7 +26,7 @@ from .results import SCHEMA_VERSION, CompanionResult, PatchResult, PytestRun, Up
 from .runcache import RunCache
 from .runners import cached_pytest, repeated_pytest, run_pytest, run_style
 from .scratch import prepare_scratch
-from .statuses import BaseStatus, RunStatus, Verdict
+from .statuses import RunStatus, Verdict
 
 
 @dataclass
@@ -75,15 +81,38 @@ def verify_all(
         repo, base = prepare_scratch(ctx, target, spec)
         scratch[target.name] = (repo, base)
         notes: list[str] = []
+        version = base_mod.version_of(repo, base, target)
+        older = base_mod.older_than(version, target.version)
         found.targets.append(
             {
                 "name": target.name,
                 "version": target.version,
-                "base": {"spec": spec_text, "describe": spec.describe(target), "commit": base},
+                "base": {
+                    "spec": spec_text,
+                    "describe": spec.describe(target),
+                    "commit": base,
+                    "tree": repo.out("rev-parse", f"{base}^{{tree}}"),
+                    "version": version,
+                    "older_than_pin": older,
+                },
                 "patches": len(target.patches),
                 "notes": notes,
             }
         )
+        if spec.kind != "sdist":
+            # The first line of a run on a moved base (the nightly job's on upstream main): what it judged.
+            ctx.out(
+                f"verify: {target.name} on {spec.describe(target)}, commit {base} "
+                f"({target.package} {version or 'of no declared version'})"
+            )
+            if older:
+                line = (
+                    f"the base is {target.package} {version}, older than the pinned {target.version}: the series was "
+                    "made on newer code, so a conflict here may only mean that the base has not caught up with it"
+                )
+                ctx.out(f"note: {line}")
+                notes.append(line)
+            check_base_imports(ctx, target, repo, base, runs)
         if not target.patches:
             ctx.out(f"no patches for {target.name}: nothing to verify")
             continue
@@ -132,7 +161,20 @@ def verify_target(
         common.update(files=files, device=device, timeout=timeout, say=prefixed(ctx.log, f"{where} red"))
         return run_pytest(log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, **common)
 
-    placing = placement.Placing(ctx, target, repo, moved=moved, notes=notes, run_red=run_red, is_test=is_test_file)
+    def on_release(name: str) -> set[str] | None:
+        known = reports.on_release(ctx.work, target).get(name)
+        return known if known is not None else release_red(ctx, target, name, runs, logs)
+
+    placing = placement.Placing(
+        ctx,
+        target,
+        repo,
+        moved=moved,
+        notes=notes,
+        run_red=run_red,
+        is_test=is_test_file,
+        on_release=on_release if moved else None,
+    )
     # The patches the base already holds, found as a stack (a base with patches 1..k, e.g. upstream main
     # after k pull requests landed), and those that went in on top of it.
     in_base = placement.landed(repo, base, target.patch_paths(), ctx.work_dir())
@@ -160,9 +202,11 @@ def verify_target(
         res.applies = True
         went_in.add(name)
         commit = repo.out("rev-parse", "HEAD")
-        res.applies_alone = repo.apply_check_on(base, patch, ctx.work)
-        if not res.applies_alone and res.base_status == BaseStatus.CLEAN:
-            _check_dependencies(ctx, target, repo, base, res, patch, went_in)
+        # Alone and with its dependencies, a patch goes in through the same merge as in the series (placement.py):
+        # cleanly, or 3-way with the blobs it was made against.
+        res.applies_alone = placement.applies_with(repo, base, patch, [], ctx.work, preimages=placing.preimages)
+        if not res.applies_alone:
+            _check_dependencies(ctx, target, repo, base, res, patch, went_in, placing.preimages)
         if only is not None and name not in only:
             res.checked = False
             res.decide()
@@ -219,6 +263,40 @@ def verify_target(
     return results
 
 
+def release_red(ctx: Context, target: Target, name: str, runs: Runs, logs: Path) -> set[str] | None:
+    """The tests of the patch `name` that fail without it on the pinned release (put on the release plus the
+    patches before it, in a checkout of its own under <work>/verify-release/), for a conflict on another base when
+    no verify on the release is kept to compare with (the nightly job's fresh work folder). The run is the red
+    stage of a verify on the release: its outcome is reused. None when it cannot be told."""
+    where = f"[{target.name}] {name[:4]} on the {target.version} release"
+    try:
+        repo, _ = prepare_scratch(ctx, target, base_mod.SDIST, folder="verify-release")
+    except SeriesError as exc:
+        ctx.log(f"{where}: cannot compare with the release ({exc})")
+        return None
+    failed, _ = am_series(repo, target, target.patches[: target.patches.index(name)])
+    patch = Path(target.patch_path(name))
+    added = placement.added_files(patch, target.tests)
+    files = [path for path in added if is_test_file(path)]
+    if failed or not files or not placement.put_added_files(repo, patch, added):
+        return None
+    ctx.log(f"{where}: which of its tests fail without it there (to compare with this base)")
+    run = cached_pytest(
+        runs.cache,
+        python=runs.python,
+        repo_dir=repo.path,
+        source_dir=target.source_dir,
+        files=files,
+        device=runs.device,
+        timeout=runs.timeout,
+        log_stem=logs / f"{name.removesuffix('.patch')}.release-red",
+        expect=RunStatus.RED,
+        say=prefixed(ctx.log, where),
+    )
+    repo.reset_hard("HEAD")
+    return set(run.failing) if run.status == RunStatus.RED else None
+
+
 def _run_progress(ctx: Context, what: str, repeat: int) -> Callable[[int, PytestRun], None]:
     """One line per repeated run: `--repeat 50` of a slow test is minutes without one."""
 
@@ -256,12 +334,21 @@ def run_detail(run: PytestRun, limit: int = 5) -> str:
 
 
 def _check_dependencies(
-    ctx: Context, target: Target, repo: Repo, base: str, res: PatchResult, patch: Path, went_in: set[str]
+    ctx: Context,
+    target: Target,
+    repo: Repo,
+    base: str,
+    res: PatchResult,
+    patch: Path,
+    went_in: set[str],
+    preimages: Callable[[], None] | None = None,
 ) -> None:
     """A patch that applies in the series but not alone on the base needs an earlier one: the manifest must say
-    which (`[targets.<target>.depends]`), so that it is submitted after it. Else it is a hidden dependency."""
+    which (`[targets.<target>.depends]`), so that it is submitted after it. Else it is a hidden dependency. The
+    patches go in as in the series (3-way where the context moved), so a fork's moved line is no dependency."""
     needs = [dep for dep in target.depends_on(res.name) if dep in went_in]
-    if needs and placement.applies_with(repo, base, patch, [target.patch_path(dep) for dep in needs], ctx.work):
+    paths = [target.patch_path(dep) for dep in needs]
+    if needs and placement.applies_with(repo, base, patch, paths, ctx.work, preimages=preimages):
         return
     res.hidden_dependency = True
     table = f"[targets.{target.name}.depends]"
@@ -276,6 +363,50 @@ def _check_dependencies(
             f"does not apply alone on the base, but {table} records no earlier patch it needs (hidden dependency): "
             "record the ones it needs"
         )
+
+
+def check_base_imports(ctx: Context, target: Target, repo: Repo, base: str, runs: Runs) -> None:
+    """Bad environment, said once and before any patch, when the base (another than the pinned sdist) does not
+    import with the interpreter's packages: a base whose requirements moved past the pinned ones (upstream main
+    needing a newer tokenizers) would make every pytest run an error that is no verdict on any patch."""
+    source = repo.path / target.source_dir
+    name = base_mod.import_name(target)
+    if not (source / name).is_dir():
+        return
+    env = dict(os.environ, PYTHONPATH=str(source), PYTHONUNBUFFERED="1")
+    for key in ("PYTHONSTARTUP", "PYTHONHOME"):
+        env.pop(key, None)
+    if runs.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        proc = subprocess.run(
+            [str(runs.python), "-c", f"import {name}"],
+            cwd=repo.path,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=min(runs.timeout, 600),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return  # a slow import is the pytest runs' business, with their own limit
+    if proc.returncode == 0:
+        return
+    logs = ctx.work / "logs" / "verify" / target.name
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / "base-import.log"
+    log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    # the exception's line (a hint may follow it: transformers adds `Try: pip install ...`)
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b", line)]
+    why = (errors or lines or [f"exit {proc.returncode}"])[-1]
+    raise SeriesError(
+        f"the base {base[:12]} does not import with the packages of {runs.python} (`import {name}`: {why}), so "
+        "no test of any patch could run on it: its requirements moved past the pinned ones "
+        f"(scripts/requirements-test.txt). Install what the base needs into an environment with pytest and ruff "
+        f"0.14.10 and pass it with --python PATH (log {shown_path(log)})"
+    )
 
 
 def verify_with_companions(

@@ -170,6 +170,35 @@ def test_applies_with(fresh, patches, tmp_path):
     _untouched(repo, base)
 
 
+def test_applies_with_goes_through_the_3_way_merge(fresh, patches, tmp_path):
+    """A fork that changed a context line of 0001: plainly 0001 no longer applies, so a dependency check by `git
+    apply` called 0002 (made on 0001) a hidden dependency. Through the engine of every command both go in, 0001 with a
+    3-way merge (the blobs are loaded first, once)."""
+    repo, _ = fresh
+    fork = commit(repo, {"src/core.py": edit(5, "five\n")}, "fork: line 5")
+    branch = repo.current_branch()
+    assert not repo.apply_check(patches["0001"])
+    loaded = []
+    assert placement.applies_with(
+        repo, fork, patches["0002"], [patches["0001"]], tmp_path, preimages=lambda: loaded.append(True)
+    )
+    assert loaded  # asked for before each 3-way merge (the loader loads once)
+    assert placement.applies_with(repo, fork, patches["0001"], [], tmp_path)
+    assert not placement.applies_with(repo, fork, patches["0002"], [], tmp_path)  # a true conflict on line 3
+    # the work tree, HEAD and branch are as they were
+    _untouched(repo, fork)
+    assert repo.current_branch() == branch and list(tmp_path.glob("index-*")) == []
+
+
+def test_goes_in_leaves_a_detached_head_detached(fresh, patches):
+    repo, base = fresh
+    repo.reset_hard(base)
+    assert placement.goes_in(repo, base, [patches["0003"], patches["0001"]])
+    assert not placement.goes_in(repo, base, [patches["0002"]])
+    _untouched(repo, base)
+    assert repo.current_branch() is None
+
+
 REGIONS = {
     "none": ("a\nb\n", []),
     "merge_style": (
@@ -443,3 +472,48 @@ def test_preimages_without_notes_to_add_to(fresh, patches, tmp_path, monkeypatch
     placing, _, logs = _placing(repo, patches, ["0003"], tmp_path, notes=None)
     assert placing.place(_result(patches, "0003", 1), patches["0003"], checked=True, stem=tmp_path / "s")
     assert logs == ([] if problem is None else [problem])
+
+
+def _red(failing):
+    """A red run that fails `failing` (test ids) of three tests."""
+
+    def run(files, stem):
+        return PytestRun(status=RunStatus.RED, failed=len(failing), total=3, failing=list(failing))
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "release, here, fixed",
+    [
+        ({"t::a", "t::b"}, ["t::b"], True),  # upstream's fix passes a; b checks the patch's own warning text
+        ({"t::a", "t::b"}, ["t::a", "t::b"], False),  # nothing fixed
+        ({"t::a"}, ["t::a", "t::c"], False),  # a new failure is no fix
+        (None, ["t::b"], False),  # no verify on the release to compare with
+        (set(), ["t::b"], False),
+    ],
+    ids=["in-part", "not-fixed", "new-failure", "no-reference", "empty-reference"],
+)
+def test_a_conflict_whose_tests_pass_in_part_is_fixed_differently(
+    fresh, patches, tmp_path, monkeypatch, release, here, fixed
+):
+    """Upstream fixed the bug its own way, with another warning text: the tests that failed on the release without
+    the patch pass in part; those still failing failed there too."""
+    repo, _ = fresh
+    monkeypatch.setattr(placement, "place", lambda *args, **kwargs: CONFLICT)
+    placing, _, _ = _placing(repo, patches, ["0003", "0004"], tmp_path)
+    placing.run_red = _red(here)
+    placing.on_release = lambda name: release
+    res = _result(patches, "0003", 1)
+    assert placing.place(res, patches["0003"], checked=True, stem=tmp_path / "s") is False
+    if fixed:
+        assert res.base_status == BaseStatus.FIXED_DIFFERENTLY and res.problems == []
+        assert res.notes == [
+            f"fixed upstream differently: it conflicts ({WHERE}), and 1 of the 2 tests that fail without it on the "
+            "1.0 release pass here; the others (b) still fail: check that they assert only what the patch words its "
+            "own way (a warning's text); drop it from the series once upstream's fix is checked"
+        ]
+        assert res.decide() == Verdict.UPSTREAM
+    else:
+        assert res.base_status == BaseStatus.CONFLICT and res.notes == []
+        assert res.decide() == Verdict.FAIL

@@ -560,3 +560,9 @@ def test_markdown_of_declared_and_stale_declarations():
     text = render.markdown(_report([], upstream_tests=[dict(part, ok=False, stale=[stale])]))
     assert "(1 file(s) from `path:x`): **0 regression(s)**, **1 stale declaration(s)**" in text
     assert f"- **stale declaration** by `0015` of `{NAN}`: it passes with the series\n" in text
+
+
+def test_markdown_of_a_run_on_a_moved_base_says_first_which_commit_it_judged():
+    base = {"spec": "git:https://example.invalid/fake.git@main", "describe": "main of fake", "commit": "f" * 40}
+    text = render.markdown(_report([_patch("0001")], targets=[{"name": "fake", "base": base}]))
+    assert text.splitlines()[0] == f"### Patch series verify: OK on fake main of fake at `{'f' * 40}`"

@@ -218,3 +218,48 @@ def test_a_patch_run_on_one_base_keeps_the_results_of_that_base_after_a_run_on_a
     _save(tmp_path, _report(FULL[:1], commit="s1"))
     saved = _save(tmp_path, _report(ONLY_2, commit="c1", date="2026-01-02T00:00:00Z"))
     assert [p["verdict"] for p in saved["patches"]] == [Verdict.OK, Verdict.OK, Verdict.OK]
+
+
+def test_what_failed_on_the_release_without_each_patch(tmp_path):
+    """The reference a conflict on a moved base is compared with: the red tests of the last verify on the pinned
+    sdist of this version, for the patch files it judged."""
+    target, folder, names = _judged_setup(tmp_path)
+    target.version = "1.0"
+    assert reports.on_release(tmp_path, target) == {}  # the report has no version: not this pin's
+    report = reports.load_last(tmp_path, "fake")
+    report["targets"][0]["version"] = "1.0"
+    report["patches"][0]["red"] = {"status": "red", "failing": ["t::a", "t::b"]}
+    report["patches"][1]["red"] = {"status": "not-red", "failing": []}
+    reports.save_last(tmp_path, report)
+    assert reports.on_release(tmp_path, target) == {names[0]: {"t::a", "t::b"}}
+    # a verify on a fork does not count, nor one of another version
+    fork = dict(report, targets=[dict(report["targets"][0], base={"spec": "path:/fork", "commit": "c2"})])
+    reports.save_last(tmp_path, fork)
+    assert reports.on_release(tmp_path, target) == {names[0]: {"t::a", "t::b"}}
+    target.version = "1.1"
+    assert reports.on_release(tmp_path, target) == {}
+    target.version = "1.0"
+    (folder / names[0]).write_text("changed\n", encoding="utf-8")
+    assert reports.on_release(tmp_path, target) == {}
+
+
+def test_the_verify_of_a_base_with_the_same_files(tmp_path):
+    """`pr` for a branch made on a fork's commit of the release's files quotes the verify on the pinned sdist,
+    whose commit differs but whose tree is the same; never the verify of another base."""
+    target, _, names = _judged_setup(tmp_path)  # base c1
+    report = reports.load_last(tmp_path, "fake")
+    report["targets"][0]["base"]["tree"] = "t1"
+    reports.save_last(tmp_path, report)
+    found, judged = reports.judged_on(tmp_path, target, "c1", None)
+    assert found["targets"][0]["base"]["commit"] == "c1" and names[0] in judged
+    found, judged = reports.judged_on(tmp_path, target, "fork-commit", "t1")
+    assert found["targets"][0]["base"]["commit"] == "c1" and names[0] in judged
+    assert reports.judged_on(tmp_path, target, "fork-commit", "t2") == (None, {})
+    assert reports.judged_on(tmp_path, target, "fork-commit", None) == (None, {})
+
+
+def test_the_record_of_the_branches(tmp_path):
+    assert reports.load_branches(tmp_path, "fake") is None
+    reports.save_branches(tmp_path, "fake", {"base": "c1", "branches": {"0001-a.patch": {"branch": "b"}}})
+    assert reports.load_branches(tmp_path, "fake")["base"] == "c1"
+    assert reports.branches_path(tmp_path, "fake") == tmp_path / "reports" / "branches-fake.json"

@@ -112,3 +112,34 @@ def test_check_spec_of_a_path(tmp_path):
     assert base._git_source(base.BaseSpec("path", str(empty.path / "sub"))) == (empty.path.as_uri(), "HEAD")
     assert base._git_source(base.BaseSpec("git", "u", "r")) == ("u", "r")
     base.check_spec(base.BaseSpec("git", str(tmp_path / "missing"), "main"))  # checked when fetched
+
+
+@pytest.mark.parametrize(
+    "version, older",
+    [
+        ("5.25.0.dev0", False),  # upstream main after the release
+        ("5.24.0", False),
+        ("v5.24.1", False),
+        ("5.24.0.dev0", True),  # main before the release
+        ("5.24.0rc1", True),
+        ("5.23.0", True),
+        ("5.9", True),
+        ("6", False),
+        (None, False),  # a base that declares no version is not called older
+        ("main", False),
+    ],
+)
+def test_a_base_older_than_the_pin(version, older):
+    assert base.older_than(version, "5.24.0") is older
+
+
+def test_the_version_a_base_declares(tmp_path):
+    target = SimpleNamespace(package="fake-pkg", source_dir="src")
+    repo = Repo.init(tmp_path / "repo")
+    first = commit(repo, {"PKG-INFO": "Metadata-Version: 2.1\nName: fake-pkg\nVersion: 0.9\n"}, "sdist")
+    second = commit(repo, {"src/fake_pkg/__init__.py": '"""Fake."""\n\n__version__ = "1.1.0.dev0"\n'}, "main")
+    empty = commit(repo, {"PKG-INFO": "no version\n", "src/fake_pkg/__init__.py": "x = 1\n"}, "none")
+    assert base.import_name(target) == "fake_pkg"
+    assert base.version_of(repo, first, target) == "0.9"
+    assert base.version_of(repo, second, target) == "1.1.0.dev0"  # __version__ first
+    assert base.version_of(repo, empty, target) is None

@@ -253,6 +253,8 @@ def test_upstream_tests_count_the_declarations_of_the_patches_that_went_in(monke
     p1, p2, p3 = "0001-a.patch", "0002-b.patch", "0003-c.patch"
     target = SimpleNamespace(
         name="fake",
+        package="fakepkg",
+        source_dir="src",
         version="1",
         patches=[p1, p2, p3],
         verify_with=[],
@@ -262,7 +264,8 @@ def test_upstream_tests_count_the_declarations_of_the_patches_that_went_in(monke
             p3: [{"test": "tests/a.py::T::t3", "reason": "r3"}],
         },
     )
-    repo = SimpleNamespace(out=lambda *args: "top")
+    # a base that declares no version (no __init__.py, no PKG-INFO to read)
+    repo = SimpleNamespace(out=lambda *args: "top", run=lambda *args, **kwargs: SimpleNamespace(returncode=128))
     monkeypatch.setattr(verification, "prepare_scratch", lambda ctx, target, spec: (repo, "base"))
     went_in = {p1: True, p2: False, p3: True}  # 0002 conflicts
 

@@ -3,12 +3,13 @@
 import argparse
 
 from .. import prtemplate, reports
-from ..am import am_failure, check_patches
+from ..am import check_patches
 from ..clone import blocking_branch, open_clean_clone
 from ..context import Context
 from ..errors import SeriesError
 from ..git import Repo
-from ..placement import landed
+from ..placement import Placement, landed, place
+from ..preimages import PREIMAGES_REF, loader
 from ..statuses import BaseStatus
 
 
@@ -18,10 +19,11 @@ DESCRIPTION = f"""\
 {HELP}.
 
 The clone must have a clean work tree. Patches its HEAD already holds (landed upstream) are skipped;
-the others go in with `git am --3way`, one commit each, on a new branch. A patch that does not apply is
-left out when the last `verify` on this HEAD (`verify --base path:CLONE`) found it fixed upstream
-differently, as `checkout` and `branches` do. When another one does not apply, the clone is left exactly
-as it was (branch deleted, original branch checked out).
+the others go in as `verify` places them (cleanly, or with `git am --3way` and the blobs the patches
+were made against), one commit each, on a new branch. A patch that does not apply is left out when the
+last `verify` on this HEAD (`verify --base path:CLONE`) found it fixed upstream differently, as
+`checkout` and `branches` do. When another one does not apply, every patch is still tried and its
+status printed, and the clone is left exactly as it was (branch deleted, original branch checked out).
 
 example:
   python3 scripts/series.py apply --repo ~/src/transformers --branch my-series
@@ -71,48 +73,66 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     present = landed(repo, head, target.patch_paths(), ctx.work_dir())
     # What the last verify on this HEAD found, as `checkout` and `branches` read it.
     judged = reports.judged(ctx.work, target, head)
+    # The merge every command uses (placement.place), with the blobs the patches were made against: a fork whose
+    # files moved lacks the versions between two patches, which only the series' own commits hold.
+    had_preimages = repo.rev(PREIMAGES_REF) is not None
+    preimages = loader(repo, target, ctx.downloads, ctx.log)
     original = repo.current_branch() or head
     repo.run("checkout", "--quiet", "-b", branch)
-    results: list = []
-    failed = None
+    results: list[tuple[str, str, list[str]]] = []
+    failed: list[str] = []
     try:
         for name in target.patches:
             patch = target.patch_path(name)
-            if patch in present or repo.apply_check(patch, reverse=True):
+            placed = (
+                Placement(BaseStatus.ALREADY_UPSTREAM) if patch in present else place(repo, patch, preimages=preimages)
+            )
+            if placed.status == BaseStatus.ALREADY_UPSTREAM:
                 results.append((name, "already present", []))
-                continue
-            proc = repo.am([patch], three_way=True)
-            if proc.returncode == 0:
-                results.append((name, "applied", []))
-                continue
-            files = am_failure(repo, patch, proc)
-            verdict = judged.get(name)
-            if verdict is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
-                why = f"left out: fixed upstream differently, as the verify of {verdict.date} found"
-                results.append((name, why, []))
-                continue
-            results.append((name, "conflict", files))
-            failed = name
-            break
+            elif placed.status.went_in:
+                results.append((name, "applied" if placed.status == BaseStatus.CLEAN else "applied (3-way)", []))
+            elif (verdict := judged.get(name)) is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
+                results.append(
+                    (name, f"left out: fixed upstream differently, as the verify of {verdict.date} found", [])
+                )
+            else:
+                # Left out; the later patches are still tried (without it), so that the output says where each
+                # one stands, as verify does. Nothing is kept.
+                results.append((name, "conflict", [conflict.file for conflict in placed.conflicts]))
+                failed.append(name)
     except BaseException:
         _rollback(repo, original, branch)
         raise
+    finally:
+        if not had_preimages:
+            _forget_preimages(repo)
     if failed:
         _rollback(repo, original, branch)
     width = max(len(name) for name, _, _ in results)
     for name, state, files in results:
         extra = f" ({', '.join(files)})" if files else ""
         ctx.out(f"{name:<{width}}  {state}{extra}")
-    for name in target.patches[len(results) :]:
-        ctx.out(f"{name:<{width}}  not tried")
     if failed:
-        raise SeriesError(f"patch {failed} does not apply to {repo.path}; nothing was changed (still on {original})")
-    applied = sum(1 for _, state, _ in results if state == "applied")
+        more = f" (and {len(failed) - 1} more: {', '.join(n[:4] for n in failed[1:])})" if len(failed) > 1 else ""
+        hint = (
+            f"; if upstream fixed it in another way, `verify --target {target.name} --base path:{repo.path}` "
+            "finds out, and apply then leaves it out"
+        )
+        raise SeriesError(
+            f"patch {failed[0]} does not apply to {repo.path}{more}; nothing was changed (still on {original}){hint}"
+        )
+    applied = sum(1 for _, state, _ in results if state.startswith("applied"))
     present_count = sum(1 for _, state, _ in results if state == "already present")
     left = len(results) - applied - present_count
     left_out = f", {left} left out (fixed upstream differently)" if left else ""
     ctx.out(f"branch {branch}: {applied} applied, {present_count} already present{left_out}")
     return 0
+
+
+def _forget_preimages(repo: Repo) -> None:
+    """Drop the ref and the key the blobs for 3-way merges were stored under: the clone keeps no ref of ours."""
+    repo.run("update-ref", "-d", PREIMAGES_REF, check=False)
+    repo.run("config", "--unset", "series.preimages", check=False)
 
 
 def _rollback(repo: Repo, original: str, branch: str) -> None:

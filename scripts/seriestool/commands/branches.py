@@ -34,7 +34,8 @@ In the clone (clean work tree; its HEAD, files and other branches are left alone
 branch named from its subject ({prtemplate.BRANCH_PREFIX}<subject>) holding only that patch on the base
 (--base-ref, default the clone's HEAD), or on top of the patches it depends on (the manifest's `depends`).
 Patches go in as `verify` places them: cleanly or with a 3-way merge; a patch the base already holds is
-left out, and so is one the last `verify` on this base found fixed upstream differently. Running it again
+left out, and so is one the last `verify` on this base found fixed upstream differently; one that conflicts
+gets no branch, and is listed with its conflict, while every other branch is made. Running it again
 moves the branches it made to the new result; a branch of that name that it did not make, or that has
 commits of yours since, is not touched (bad input). Nothing is pushed: it prints the `git push` and
 `gh pr create` commands.
@@ -42,8 +43,8 @@ commits of yours since, is not touched (bad input). Nothing is pushed: it prints
 example:
   python3 scripts/series.py branches --repo ~/src/transformers --base-ref upstream/main
 
-exit status: 0 branches made; 2 bad input (dirty clone, unknown ref, a patch that does not apply, a branch
-that is not ours): no branch made or moved."""
+exit status: 0 branches made; 1 the branches that could be made are made, but a patch conflicts (listed);
+2 bad input (dirty clone, unknown ref, a branch that is not ours): no branch made or moved."""
 NEEDS_GIT = True
 NEEDS_WORK = True
 LOCKS_WORK = True
@@ -106,7 +107,34 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _report(ctx, target, repo, base, ref, plan, moves, judged)
+    _record(ctx, target, repo, base, ref, plan)
+    conflicts = [entry.patch for entry in plan.values() if entry.status == BaseStatus.CONFLICT]
+    if conflicts:
+        ctx.out(
+            f"no branch for {', '.join(name[:4] for name in conflicts)} (conflict): `verify --target {target.name} "
+            f"--base path:{repo.path}` (for HEAD) tells whether upstream fixed it differently; then it is left out"
+        )
+        return 1
     return 0
+
+
+def _record(ctx: Context, target: Target, repo: Repo, base: str, ref: str, plan: dict[str, _Branch]) -> None:
+    """Keep which base each branch was made on, for `pr`: it quotes the verify made on that base."""
+    reports.save_branches(
+        ctx.work,
+        target.name,
+        {
+            "repo": str(repo.path),
+            "ref": ref,
+            "base": base,
+            "tree": repo.out("rev-parse", f"{base}^{{tree}}"),
+            "branches": {
+                entry.patch: {"branch": entry.branch, "tip": entry.tip, "status": str(entry.status)}
+                for entry in plan.values()
+                if entry.tip is not None
+            },
+        },
+    )
 
 
 def _check_base_is_not_ours(repo: Repo, ref: str, base: str, names: dict[str, str]) -> None:
@@ -156,12 +184,13 @@ def _build(
         entry.without = [dep for dep in target.depends_on(name) if plan[dep].tip is None]
         scratch.reset_hard(base)
         for dep in entry.holds:
-            placed = place(scratch, target.patch_path(dep), preimages=preimages)
-            if not placed.status.went_in:
-                raise SeriesError(
-                    f"patch {dep} does not go in under {name}, which depends on it ({_files(placed)}), on {ref}; "
-                    "no branch was made or moved"
-                )
+            under = place(scratch, target.patch_path(dep), preimages=preimages)
+            if not under.status.went_in:
+                entry.status = BaseStatus.CONFLICT
+                entry.why = f"conflict: {dep[:4]}, which it depends on, does not go in under it ({_files(under)})"
+                break
+        if entry.status == BaseStatus.CONFLICT:
+            continue
         placed = place(scratch, patch, preimages=preimages)
         entry.status = placed.status
         if placed.status.went_in:
@@ -175,12 +204,9 @@ def _build(
             entry.status = BaseStatus.FIXED_DIFFERENTLY
             entry.why = f"fixed upstream differently, as the verify of {verdict.date} on this base found"
             continue
-        under = f" on top of {', '.join(dep[:4] for dep in entry.holds)}" if entry.holds else ""
-        raise SeriesError(
-            f"patch {name} does not apply on {ref} of {repo.path}{under} ({_files(placed)}); no branch was made or "
-            f"moved. `verify --target {target.name} --base path:{repo.path}` (for HEAD) tells whether upstream "
-            "fixed it differently; then it is left out"
-        )
+        # No branch for it; the others are made all the same (one conflict must not block every pull request).
+        on_top = f" on top of {', '.join(dep[:4] for dep in entry.holds)}" if entry.holds else ""
+        entry.why = f"conflict{on_top}: {_files(placed)}"
     return plan
 
 
@@ -288,7 +314,8 @@ def _report(
         ctx.out("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     for entry in plan.values():
         if entry.tip is None:
-            ctx.out(f"left out {entry.patch}: {entry.why}")
+            what = "no branch for" if entry.status == BaseStatus.CONFLICT else "left out"
+            ctx.out(f"{what} {entry.patch}: {entry.why}")
     for entry in made:
         if entry.without:
             ctx.out(f"{entry.branch}: made without {', '.join(entry.without)}, which it depends on (left out)")

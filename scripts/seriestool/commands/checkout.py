@@ -246,12 +246,14 @@ def place_as_verify(
 
     went_in: list[str] = []
     left_out: list[tuple[str, str]] = []
+    failed: tuple[str, list[str]] | None = None
     for index, name in enumerate(target.patches):
         patch = target.patch_path(name)
         placed = (
             Placement(BaseStatus.ALREADY_UPSTREAM) if patch in present else place(repo, patch, preimages=preimages)
         )
         if placed.status.went_in:
+            ctx.log(f"placed {name}: {placed.status}")
             went_in.append(name)
             continue
         if placed.status == BaseStatus.ALREADY_UPSTREAM:
@@ -261,11 +263,18 @@ def place_as_verify(
         if verdict is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
             left_out.append((name, f"fixed upstream differently, as the verify of {verdict.date} found"))
             continue
-        files: list[str] | None = [conflict.file for conflict in placed.conflicts]
+        files = [conflict.file for conflict in placed.conflicts]
+        ctx.log(
+            f"conflict {name}: {', '.join(conflict.describe() for conflict in placed.conflicts) or 'git am failed'}"
+        )
         if keep:
             preimages()
             rest = [later for later in target.patches[index:] if target.patch_path(later) not in present]
-            failed, files = am_series(repo, target, rest, keep=True)
-            return went_in, left_out, failed, files
-        return went_in, left_out, name, files
+            stopped, stopped_files = am_series(repo, target, rest, keep=True)
+            return went_in, left_out, stopped, stopped_files
+        # No checkout is made; the later patches are still placed (without it), so that the output says where
+        # each one stands, as verify and apply do.
+        failed = failed or (name, files)
+    if failed is not None:
+        return went_in, left_out, failed[0], failed[1]
     return went_in, left_out, None, None

@@ -156,11 +156,29 @@ def _count(number: int, word: str) -> str:
 
 
 def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> tuple[list[str], bool]:
-    """(lines for the notes, whether the last verify passed the patch); a note on stderr when it did not."""
-    report = reports.load_last(ctx.work, target.name)
+    """(lines for the notes, whether the last verify passed the patch); a note on stderr when it did not.
+
+    The result quoted is the one for the base the patch's branch is on, when `branches` made one (the verify on that
+    commit, or on another with the same files); else the last verify of the target, whatever its base."""
+    record = reports.load_branches(ctx.work, target.name) or {}
+    branch = (record.get("branches") or {}).get(name)
+    if branch and record.get("base"):
+        report, _ = reports.judged_on(ctx.work, target, record["base"], record.get("tree"))
+        made_on = f"{record.get('ref')} of {record.get('repo')}, commit {record['base'][:12]}"
+        branch_base = f"the base of its branch {branch['branch']} ({made_on})"
+        if report is None:
+            ctx.log(
+                f"note: no verify result on {branch_base}; run `python3 scripts/series.py verify --target "
+                f"{target.name} --base path:{record.get('repo')}` with that commit checked out, then pr again"
+            )
+            return [f"No verify result on {branch_base}: the tests' red/green result there is missing."], False
+        where: Path | str = branch_base
+    else:
+        report = reports.load_last(ctx.work, target.name)
+        where = reports.last_path(ctx.work, target.name)
     entry = next((p for p in (report or {}).get("patches", []) if p["name"] == name), None)
-    where = reports.last_path(ctx.work, target.name)
-    rerun = f"run `python3 scripts/series.py verify --target {target.name}`, then pr again"
+    spec = f" --base path:{record.get('repo')}" if branch and record.get("base") else ""
+    rerun = f"run `python3 scripts/series.py verify --target {target.name}{spec}`, then pr again"
     if entry is None or not report.get("targets"):
         ctx.log(f"note: no verify result for {name} in {where}; {rerun}")
         return ["No verify result for this patch yet: the tests' red/green result is missing."], False
@@ -180,6 +198,11 @@ def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> 
         return [f"The {on} did NOT pass this patch: {why}", "Do not submit it before it does."], False
     red, green = entry["red"], entry["green"]
     lines = [f"Result of the {on}:"]
+    base = report["targets"][0].get("base", {})
+    if base.get("older_than_pin"):
+        older = f"{target.package} {base.get('version')}, older than the pinned {target.version}"
+        ctx.log(f"warning: the verify quoted for {name} ran on {older}")
+        lines.append(f"  (that base is {older}: verify on the release or a newer base before you submit)")
     failing = red.get("failing") or []
     shown = ", ".join(test.rsplit("::", 1)[-1] for test in failing[:FAILING_SHOWN])
     more = f" and {len(failing) - FAILING_SHOWN} more" if len(failing) > FAILING_SHOWN else ""
