@@ -83,19 +83,6 @@ def updates_counted(obs: Observation) -> list[str]:
     optimizer steps taken (by default, as 5.24.0 counts) or, with `count_skipped_steps=False`, the applied updates
     (the optimizer's own step count), also after a resume. Series claims: 0011, 0012 (seed 000)."""
     found = []
-    if _counts_skipped(obs):
-        for where, run in _runs(obs):
-            if run.error_kind is not None:
-                continue
-            taken = run.first_attempt + len(run.attempts)
-            for a in run.attempts:
-                if a["applied"] is not None and a["applied"] == a["injected"]:
-                    state = "applied" if a["applied"] else "skipped"
-                    found.append(f"{where}: attempt {a['index']} was {state} (inf injected: {a['injected']})")
-                    break
-            if run.global_step != taken:
-                found.append(f"{where}: global_step {run.global_step} but {taken} optimizer steps taken")
-        return found
     for where, run in _runs(obs):
         if run.error_kind is not None:
             continue
@@ -104,8 +91,12 @@ def updates_counted(obs: Observation) -> list[str]:
                 state = "applied" if a["applied"] else "skipped"
                 found.append(f"{where}: attempt {a['index']} was {state} (inf injected: {a['injected']})")
                 break
-        if run.global_step != run.optimizer_steps:
-            found.append(f"{where}: global_step {run.global_step} but {run.optimizer_steps} applied updates")
+        if _counts_skipped(obs):
+            expected, what = run.first_attempt + len(run.attempts), "optimizer steps taken"
+        else:
+            expected, what = run.optimizer_steps, "applied updates"
+        if run.global_step != expected:
+            found.append(f"{where}: global_step {run.global_step} but {expected} {what}")
     return found
 
 
