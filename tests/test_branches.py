@@ -71,6 +71,17 @@ def test_one_branch_per_patch_and_a_dependent_one_holds_its_dependency(fake):
         assert f"--head <you>:{branch} " in out and f"pr {number} --target fake > /tmp/pr-fake-{number}.md" in out
     assert f"push --force-with-lease origin {' '.join(BRANCHES)}" in out
     assert "holds 0001 under 0002 (depends)" in out and "nothing was pushed" in out
+    # Before: every pull request was opened ready for review. The one that carries another's commit is a draft that
+    # names the branch it carries; the others are not.
+    creates = {line.split("--head <you>:")[1].split()[0]: line for line in out.splitlines() if "gh pr create" in line}
+    assert set(creates) == set(BRANCHES)
+    assert "--draft" in creates["trainer-series/core-truncate-add"]
+    assert "--draft" not in creates["trainer-series/core-make-add-add"]
+    assert "--draft" not in creates["trainer-series/fakepkg-add-version"]
+    assert (
+        "  # a draft: trainer-series/core-truncate-add carries the commits of trainer-series/core-make-add-add; mark "
+        "it ready once they are merged\n  gh pr create --repo " in out
+    )
     assert "left out" not in out
 
     # Running it again changes nothing; after the base moves, it moves every branch.

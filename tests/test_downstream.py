@@ -152,8 +152,24 @@ def test_declared_changes_pass_and_a_second_run_reuses_every_outcome(fake, env):
     # in the notes for the submitter (an HTML comment, each line indented by two)
     assert "\nDownstream (the last `series.py downstream` run):\n" in text
     assert "  - Intended: add() adds.\n    - `fake/add`: global_step -1 -> 5;" in text
+    # it names what the run ran (the package of each scenario, its versions and how many), nothing else installed
+    assert "Checked with fakedown 1.0 and 0.9 (5 scenarios): the scenarios the last `series.py downstream` ran" in (
+        " ".join(text.split())
+    )
     text = fake.ok("pr", "0002", env=env).stdout
     assert "None of them changes" in text
+
+    # Before: the paragraph named every package installed; a run of some scenarios names only theirs.
+    proc, some = _run(fake, env, "--scenario", "fake/add")
+    assert some["packages"] == {"fakedown": "1.0"}
+    text = " ".join(fake.ok("pr", "0001", env=env).stdout.split())
+    assert "Checked with fakedown 1.0 (1 scenario): the scenarios" in text and "0.9" not in text
+
+    # Before: no paragraph at all when no report holds this version of the patch; now it says none ran.
+    patch = fake.patches_dir / "fake" / names[0]
+    patch.write_text(patch.read_text(encoding="utf-8").replace("\n---\n", "\nReworded.\n---\n", 1), encoding="utf-8")
+    text = " ".join(fake.ok("pr", "0001", env=env).stdout.split())
+    assert "Downstream (the last `series.py downstream` run): No downstream trainer was checked" in text
 
 
 def test_a_declaration_limited_to_some_fields_leaves_the_others_undeclared(fake, env):

@@ -116,7 +116,7 @@ def test_pr_follows_the_transformers_template_and_writes_no_description(fake, te
     fake.ok("verify", "--python", test_python, "--target", "fake")
     _, body, err = _pr(fake, names[0])
     notes = _notes(body)
-    assert "Result of the verify of 20" in notes and "on the fakepkg 1.0 release, CPU, torch " in notes
+    assert "Result of the verify of 20" in notes and "on the fakepkg 1.0 release alone, CPU, torch " in notes
     assert "without the code change (red): 1 of 2 tests fail (test_add)\n    with it (green): 2 pass\n" in notes
     assert "no verify result" not in err
 
@@ -247,3 +247,127 @@ def test_pr_quotes_the_verify_of_the_base_its_branch_is_on(fake, test_python):
     _, body, err = _pr(fake, "0001")
     assert "No verify result on the base of its branch trainer-series/core-make-add-add" in _notes(body)
     assert "note: no verify result on the base of its branch" in err and "--base path:" in err
+
+
+def test_the_verify_quoted_says_which_patches_were_under_it(fake, test_python):
+    """Before: "verify ... on the fakepkg 1.0 release" for a patch whose tests ran on the release plus the patches
+    before it. Now it says the release alone, or the release plus which patches: those it depends on (its branch
+    holds them) and the others (its branch does not)."""
+    from seriesfixtures import TRUNCATE, VERSION
+
+    names = fake.build_series(GOOD, VERSION, TRUNCATE)
+    with open(fake.manifest, "a", encoding="utf-8") as fh:
+        fh.write(f'\n[targets.fake.depends]\n"{names[2]}" = ["{names[0]}"]\n')
+    fake.ok("verify", "--python", test_python, "--target", "fake")
+    first = " ".join(_notes(_pr(fake, "0001")[1]).split())
+    assert "on the fakepkg 1.0 release alone, CPU" in first and "Under it" not in first
+    third = " ".join(_notes(_pr(fake, "0003")[1]).split())
+    assert "on the fakepkg 1.0 release plus 2 earlier patches of the series, CPU" in third
+    assert 'Under it in that run, the 1 patch it depends on (its branch holds them): "core: make add() add"' in third
+    assert 'and 1 patch its branch does not hold (the tests ran on the series up to it): "fakepkg: add' in third
+
+
+ISSUE = "core: add() subtracts\n\nadd(2, 3) returns -1 on fakepkg 1.0.\n"
+DIFF = (
+    "--- a/tests/test_smoke.py\n+++ b/tests/test_smoke.py\n@@ -1,2 +1,2 @@\n def test_smoke():\n-    assert True\n"
+    "+    assert 1\n"
+)
+
+
+def _submission_tables(fake, names, issue):
+    (fake.patches_dir / "issues").mkdir()
+    (fake.patches_dir / "issues" / "add.md").write_text(ISSUE, encoding="utf-8")
+    (fake.patches_dir / "smoke.diff").write_text(DIFF, encoding="utf-8")
+    text = fake.manifest.read_text(encoding="utf-8").replace(
+        'tests = "tests/regress/"\n', 'tests = "tests/regress/"\nupstream_tests = ["tests/test_smoke.py"]\n', 1
+    )
+    text += f'\n[targets.fake.issues]\n"{names[0]}" = {{ {issue} }}\n'
+    text += '\n[targets.fake.test_homes]\n"tests/regress/test_add.py" = "tests/test_core.py"\n'
+    text += f'\n[targets.fake.upstream_tests_changed]\n"{names[0]}" = [{{ test = "tests/test_smoke.py::test_smoke", '
+    text += 'reason = "it asserts the old way", diff = "smoke.diff" }]\n'
+    fake.manifest.write_text(text, encoding="utf-8")
+
+
+def test_the_issue_to_open_the_test_homes_and_the_upstream_test_change(fake):
+    from seriesfixtures import VERSION
+
+    """Before: a PR whose message names no issue named none, and `pr` said nothing of where its tests go upstream
+    nor of the change to upstream's own test. Now each comes from the manifest, and `pr --issue` prints the issue's
+    text to open first."""
+    names = fake.build_series(GOOD, VERSION)
+    _submission_tables(fake, names, 'text = "issues/add.md"')
+    _, body, err = _pr(fake, "0001")
+    notes = _notes(body)
+    words = " ".join(notes.split())
+    assert "No upstream issue asks for this change yet: open one first." in words
+    assert "`python3 scripts/series.py pr 0001 --target fake --issue` prints a text for it (issues/add.md" in words
+    assert "Where its tests go upstream:" in notes
+    assert "  - tests/regress/test_add.py::(its tests) -> tests/test_core.py" in notes
+    assert "apply it in your clone of fakepkg with `git apply " in words
+    assert str(fake.patches_dir / "smoke.diff") in words
+    assert "\n  --- a/tests/test_smoke.py\n  +++ b/tests/test_smoke.py\n" in notes and "  +    assert 1\n" in notes
+    # the second patch's new test file is not mapped: a warning, and the notes say so
+    _, body, err = _pr(fake, "0002")
+    assert "not mapped: add it to [targets.fake.test_homes]" in _notes(body)
+    assert "warning: tests/regress/test_version.py: no upstream test file in [targets.fake.test_homes]" in err
+
+    proc = fake.ok("pr", "0001", "--issue")
+    assert proc.stdout == ISSUE and "the issue is yours to open" in proc.stderr
+    line = one_error_line(fake.run("pr", "0002", "--issue"))
+    assert f"{names[1]} of fake has no issue text to open ([targets.fake.issues]" in line
+
+    _submission_tables_reset(fake)
+    names = fake.build_series(GOOD, VERSION)
+    _submission_tables(fake, names, 'issue = "#77"')
+    notes = " ".join(_notes(_pr(fake, "0001")[1]).split())
+    assert "It answers #77 ([targets.fake.issues] in series.toml)" in notes
+    assert "it answers #77: the item on a GitHub issue or forum thread" in notes
+
+
+def _submission_tables_reset(fake):
+    import shutil
+
+    shutil.rmtree(fake.patches_dir / "issues")
+    (fake.patches_dir / "smoke.diff").unlink()
+    fake.write_manifest()
+
+
+def test_a_behaviour_change_without_an_issue_is_a_warning(fake):
+    names = fake.build_series((*GOOD, MESSAGE), NO_FIXES)
+    _, body, err = _pr(fake, "0002")
+    assert f"warning: {names[1]} states a behaviour change but names no issue it answers" in err
+    assert "names no issue it answers ([targets.fake.issues] has no entry for it)" in " ".join(_notes(body).split())
+    _, body, err = _pr(fake, "0001")  # it says `Fixes #123`
+    assert "names no issue" not in err + body
+
+
+NO_FIXES = (
+    "core: make mul() multiply twice",
+    {"src/fakepkg/core.py": ("return a * b", "return a * b * 1")},
+    "mul() is slower.\n\nBehaviour change: mul() multiplies twice.",
+)
+
+
+def test_the_manifest_upstream_test_diffs_apply_to_upstream_tests():
+    """Each `diff` of [targets.*.upstream_tests_changed] applies to upstream's test file (the copy of upstream's
+    tests next to this repository, when it is there) and changes the declared test."""
+    import subprocess
+
+    upstream = REPO_ROOT.parent / "shared" / "upstream-tests"
+    manifest = tomllib.loads((REPO_ROOT / "patches" / "series.toml").read_text(encoding="utf-8"))
+    diffs = [
+        (entry["test"], entry["diff"])
+        for table in manifest["targets"].values()
+        for entries in table.get("upstream_tests_changed", {}).values()
+        for entry in entries
+        if "diff" in entry
+    ]
+    for test, diff in diffs:
+        text = (REPO_ROOT / "patches" / diff).read_text(encoding="utf-8")
+        assert f"+++ b/{test.split('::')[0]}\n" in text and "\n@@ " in text, diff
+        assert len(text.splitlines()) < 60, f"{diff}: a small diff, not a copy of upstream's file"
+        if (upstream / test.split("::")[0]).is_file():
+            check = subprocess.run(
+                ["git", "apply", "--check", str(REPO_ROOT / "patches" / diff)], cwd=upstream, capture_output=True
+            )
+            assert check.returncode == 0, check.stderr

@@ -874,10 +874,14 @@ def markdown(report: JSON) -> str:
 
 
 def packages_of(install: Install, catalogue: list[JSON]) -> JSON:
-    """{"trl": ["1.16.0", "1.14.2"], "sentence-transformers": "6.2.0", ...}: the versions the scenarios used."""
+    """{"trl": ["1.16.0", "1.14.2"], "sentence-transformers": "6.2.0", ...}: the versions the scenarios used (the
+    packages installed that no scenario of the run is of are left out)."""
     main = install.info["packages"]["main"]
+    ran = {spec.get("package") for spec in catalogue}
     out = {}
     for package, version in main.items():
+        if package not in ran:
+            continue
         versions = [version]
         for layer, layered in install.info["packages"].items():
             if layer != "main" and layered.get(package) != version and any(s["layer"] == layer for s in catalogue):
@@ -905,13 +909,39 @@ def _load(path: str | Path) -> Any:
         return None
 
 
+NAMES = {"trl": "TRL", "sentence-transformers": "sentence-transformers", "setfit": "setfit", "peft": "PEFT"}
+
+
 def _versions(packages: JSON) -> str:
-    names = {"trl": "TRL", "sentence-transformers": "sentence-transformers", "setfit": "setfit", "peft": "PEFT"}
     parts = []
     for package, versions in packages.items():
         versions = versions if isinstance(versions, list) else [versions]
-        parts.append(f"{names.get(package, package)} {' and '.join(versions)}")
+        parts.append(f"{NAMES.get(package, package)} {' and '.join(versions)}")
+    return _and(parts)
+
+
+def _and(parts: list[str]) -> str:
     return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)
+
+
+def ran(report: JSON, target: str) -> str:
+    """What the scenarios of a report ran, by the package each scenario is of, with its version(s) and how many
+    scenarios: "TRL 1.16.0 and 1.14.2 (21 scenarios), ... and the Trainer of transformers itself (3)". Only the
+    packages of scenarios in the report: not those the install also holds."""
+    counts: dict[str, int] = {}
+    for entry in report.get("scenarios", []):
+        counts[entry.get("package", "?")] = counts.get(entry.get("package", "?"), 0) + 1
+    packages = report.get("packages") or {}
+    parts = []
+    for package, count in counts.items():
+        versions = packages.get(package)
+        versions = versions if isinstance(versions, list) else [versions] if versions else []
+        if package == target:
+            name = f"the Trainer of {target} itself"
+        else:
+            name = " ".join([NAMES.get(package, package), " and ".join(versions)]).strip()
+        parts.append(f"{name} ({count} scenario{'' if count == 1 else 's'})")
+    return _and(parts)
 
 
 def pr_lines(ctx: Context, target: Target, name: str) -> list[str]:
@@ -928,16 +958,20 @@ def pr_lines(ctx: Context, target: Target, name: str) -> list[str]:
         if index is not None:
             report, point = candidate, points[index]
             break
+    none = [
+        "No downstream trainer was checked with this version of the patch: no `series.py downstream` report holds "
+        "it, so say nothing of downstream libraries in the description (or run `downstream` first)."
+    ]
     if report is None:
         if any(reports):  # say so only to those who run `downstream`
             ctx.log(f"note: no downstream result for {name}; run `series.py downstream` for it to show in the text")
-        return []
+        return none
     for earlier in report["points"][1 : report["points"].index(point) + 1]:
         other = ctx.manifest.targets.get(earlier["target"])
         path = other.patch_path(earlier["patch"]) if other else None
         if path is None or not path.is_file() or sha256_file(path) != earlier["sha256"]:
             ctx.log(f"note: the last downstream run was on another version of {earlier['patch']}; run it again")
-            return []
+            return none
     changed = [
         (entry, change)
         for entry in report["scenarios"]
@@ -946,9 +980,9 @@ def pr_lines(ctx: Context, target: Target, name: str) -> list[str]:
     ]
     total = len(report["scenarios"])
     intro = (
-        f"Checked with the real trainers of {_versions(report['packages'])} (`series.py downstream`: {total} "
-        f"scenarios on tiny models built in code, on CPU; fp16 emulated with a CPU GradScaler and one inf "
-        "gradient), each on the series up to this change and on the series without it."
+        f"Checked with {ran(report, target.name)}: the scenarios the last `series.py downstream` ran ({total}, "
+        "on tiny models built in code, on CPU; fp16 emulated with a CPU GradScaler and one inf gradient), each on "
+        "the series up to this change and on the series without it."
     )
     if not changed:
         return [intro + " None of them changes: same final weights, steps, scheduler steps, callback events and logs."]

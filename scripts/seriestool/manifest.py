@@ -29,6 +29,9 @@ TARGET_KEYS = {
     "upstream_tests": False,
     "upstream_tests_changed": False,
     "downstream": False,
+    "issues": False,
+    "test_homes": False,
+    "saved_state": False,
 }
 REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
 # What a `downstream` scenario's outcome holds, in the order differences are reported. A declaration without
@@ -67,8 +70,17 @@ class Target:
     # upstream's own test files `verify --upstream-tests` runs on the base and with the whole series
     upstream_tests: list[str] = field(default_factory=list)
     # patch -> the upstream tests it intends to make fail, whose pull request updates them
-    # ([targets.<name>.upstream_tests_changed]): a list of {"test": pytest node id, "reason": one line}
+    # ([targets.<name>.upstream_tests_changed]): a list of {"test": pytest node id, "reason": one line, and
+    # optionally "diff": the path (below the manifest's folder) of the change to upstream's test file it needs}
     upstream_tests_changed: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    # patch -> the upstream issue its pull request answers ([targets.<name>.issues]): {"issue": "#N" or
+    # "owner/name#N"} and/or {"text": path below the manifest's folder of the issue to open first}
+    issues: dict[str, dict[str, str]] = field(default_factory=dict)
+    # a new test file (`tests/x.py`) or one of its classes (`tests/x.py::Class`) -> the upstream test file it
+    # belongs in ([targets.<name>.test_homes])
+    test_homes: dict[str, str] = field(default_factory=dict)
+    # the class a checkpoint saves, for `pr` ([targets.<name>.saved_state]): file, class and the release's facts
+    saved_state: dict[str, str] = field(default_factory=dict)
     # patch -> the differences it intends in `downstream` scenarios ([targets.<name>.downstream]): a list of
     # {"scenarios": [glob patterns], "reason": one line, "fields": [outcome fields it may change]}
     downstream: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -177,6 +189,9 @@ def load(path: str | Path) -> Manifest:
                 path, name, table.get("upstream_tests_changed", {}), patches, upstream_tests
             ),
             downstream=_downstream(path, name, table.get("downstream", {}), patches),
+            issues=_issues(path, name, table.get("issues", {}), patches),
+            test_homes=_test_homes(path, name, table.get("test_homes", {}), tests),
+            saved_state=_saved_state(path, name, table.get("saved_state", {})),
         )
     return Manifest(path=path, targets=targets)
 
@@ -225,7 +240,7 @@ def _declarations(
     (patch, entry, reason); `shape` is the table's example for the error message, e.g. `scenarios = [...]`."""
     if not isinstance(table, dict):
         raise SeriesError(f'{where} must be a table of patch = [{{ {shape}, reason = "..." }}, ...]')
-    names = ", ".join(key for key in keys if key != "fields")
+    names = ", ".join(key for key in keys if key not in ("fields", "diff"))  # the optional keys are left out
     for patch, entries in table.items():
         if patch not in patches:
             raise SeriesError(f"{where}: {patch!r} is not in the patches list")
@@ -273,7 +288,8 @@ def _upstream_tests_changed(
     where = f"manifest {path}: [targets.{name}.upstream_tests_changed]"
     declared: dict[str, list[dict[str, str]]] = {}
     seen: dict[str, str] = {}
-    for patch, entry, reason in _declarations(where, table, patches, ("test", "reason"), 'test = "tests/...py::..."'):
+    keys = ("test", "reason", "diff")
+    for patch, entry, reason in _declarations(where, table, patches, keys, 'test = "tests/...py::..."'):
         test = entry.get("test")
         parts = test.split("::") if isinstance(test, str) else []
         if not isinstance(test, str) or len(parts) < 2 or not all(part and part == part.strip() for part in parts):
@@ -288,8 +304,88 @@ def _upstream_tests_changed(
         if test in seen:
             raise SeriesError(f"{where}: {patch!r}: {test} is declared twice (also by {seen[test]!r})")
         seen[test] = patch
-        declared.setdefault(patch, []).append({"test": test, "reason": reason})
+        change = {"test": test, "reason": reason}
+        if "diff" in entry:
+            change["diff"] = _material(where, patch, "diff", entry["diff"], path.parent)
+        declared.setdefault(patch, []).append(change)
     return declared
+
+
+ISSUE_REF = re.compile(r"^(?:[\w.-]+/[\w.-]+)?#[0-9]+$")
+SAVED_STATE_KEYS = {
+    "file": True,
+    "class": True,
+    "saved_when_set": False,
+    "unknown_field": False,
+    "kept_in": False,
+    "kept_in_loads": False,
+}
+
+
+def _material(where: str, patch: str, key: str, value: object, folder: Path) -> str:
+    """A file of submission material named in the manifest: a relative path below the manifest's folder that
+    exists."""
+    if not isinstance(value, str) or not value or value.startswith("/") or ".." in value.split("/"):
+        raise SeriesError(f"{where}: {patch!r}: {key} must be a relative path below {folder}, not {value!r}")
+    if not (folder / value).is_file():
+        raise SeriesError(f"{where}: {patch!r}: {key} {value!r} does not exist in {folder}")
+    return value
+
+
+def _issues(path: Path, name: str, table: object, patches: list[str]) -> dict[str, dict[str, str]]:
+    """Validate `[targets.<name>.issues]`: patch -> { issue = "#N" } (the upstream issue its pull request answers)
+    and/or { text = "issues/x.md" } (the issue to open first, a file below the manifest's folder: title line, blank
+    line, body)."""
+    where = f"manifest {path}: [targets.{name}.issues]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of patch = {{ issue = "#N" }} or {{ text = "issues/x.md" }}')
+    issues: dict[str, dict[str, str]] = {}
+    for patch, entry in table.items():
+        if patch not in patches:
+            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
+        if not isinstance(entry, dict) or not entry or set(entry) - {"issue", "text"}:
+            raise SeriesError(f'{where}: {patch!r} must map to {{ issue = "#N" }} and/or {{ text = "issues/x.md" }}')
+        out: dict[str, str] = {}
+        if "issue" in entry:
+            if not isinstance(entry["issue"], str) or not ISSUE_REF.match(entry["issue"]):
+                raise SeriesError(f"{where}: {patch!r}: issue must be #N or owner/name#N, not {entry['issue']!r}")
+            out["issue"] = entry["issue"]
+        if "text" in entry:
+            out["text"] = _material(where, patch, "text", entry["text"], path.parent)
+        issues[patch] = out
+    return issues
+
+
+def _test_homes(path: Path, name: str, table: object, tests: str) -> dict[str, str]:
+    """Validate `[targets.<name>.test_homes]`: a new test file below `tests` (or `file::Class`) -> the upstream test
+    file it belongs in."""
+    where = f"manifest {path}: [targets.{name}.test_homes]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of "tests/new.py" = "tests/upstream_file.py"')
+    for key, home in table.items():
+        parts = key.split("::")
+        if not _relative_py(parts[0]) or not parts[0].startswith(tests) or len(parts) > 2 or "" in parts:
+            raise SeriesError(f"{where}: {key!r} must be a test file below {tests}, or file::Class")
+        if not _relative_py(home):
+            raise SeriesError(f"{where}: {key!r} must map to a relative .py file, not {home!r}")
+    return dict(table)
+
+
+def _saved_state(path: Path, name: str, table: object) -> dict[str, str]:
+    """Validate `[targets.<name>.saved_state]`: the class a checkpoint saves (`file`, `class`) and the facts of the
+    release `pr` needs to say whether it loads a patch's checkpoints (one line each)."""
+    where = f"manifest {path}: [targets.{name}.saved_state]"
+    if not isinstance(table, dict):
+        raise SeriesError(f"{where} must be a table (file, class, ...)")
+    _known_keys(path, f"[targets.{name}.saved_state]", table, SAVED_STATE_KEYS)
+    if table:
+        missing = [key for key, required in SAVED_STATE_KEYS.items() if required and key not in table]
+        if missing:
+            raise SeriesError(f"{where} lacks {', '.join(missing)}")
+    for key, value in table.items():
+        if not isinstance(value, str) or not value.strip() or "\n" in value.strip():
+            raise SeriesError(f"{where}: {key} must be one line of text")
+    return {key: value.strip() for key, value in table.items()}
 
 
 def check_patch_files(target: Target) -> None:

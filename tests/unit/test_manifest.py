@@ -187,7 +187,8 @@ BAD = {
     ),
     "unknown_target_key_far_off": (
         _table(zzz="1"),
-        r"manifest PATH: \[targets.fake\] has an unknown key 'zzz' \(known: package, version, .*, downstream\)",
+        r"manifest PATH: \[targets.fake\] has an unknown key 'zzz' \(known: package, version, .*, downstream, issues, "
+        r"test_homes, saved_state\)",
     ),
     "downstream_not_table": (
         _table(downstream="[1]"),
@@ -285,7 +286,8 @@ BAD = {
     ),
     "upstream_tests_changed_unknown_key": (
         _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ test = "{UT}::T::t", reason = "r", why = "w" }}]\n',
-        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P1}': unknown key\(s\) why \(test, reason\)",
+        rf"manifest PATH: \[targets.fake.upstream_tests_changed\]: '{P1}': unknown key\(s\) why "
+        r"\(test, reason, diff\)",
     ),
     "upstream_tests_changed_no_test": (
         _table(upstream_tests=f'["{UT}"]') + UTC + f'"{P1}" = [{{ reason = "r" }}]\n',
@@ -536,3 +538,45 @@ def test_rewrite_patch_list_with_a_bracket_in_a_comment_is_refused_not_half_writ
         manifest.rewrite_patch_list(loaded, "first", [P1, P2])
     assert path.read_text(encoding="utf-8") == text
     assert loaded.targets["first"].patches == [P1]
+
+
+def test_the_submission_tables_issues_test_homes_saved_state_and_an_upstream_test_diff(tmp_path):
+    (tmp_path / "issues").mkdir()
+    (tmp_path / "issues" / "one.md").write_text("Title\n\nBody\n", encoding="utf-8")
+    (tmp_path / "ut.diff").write_text("--- a/tests/t.py\n+++ b/tests/t.py\n", encoding="utf-8")
+    text = _table("fake", upstream_tests='["tests/t.py"]')
+    text += f'\n[targets.fake.issues]\n"{P1}" = {{ issue = "#12" }}\n"{P2}" = {{ text = "issues/one.md" }}\n'
+    text += f'"{P3}" = {{ issue = "org/x#3", text = "issues/one.md" }}\n'
+    text += '\n[targets.fake.test_homes]\n"tests/regress/test_a.py" = "tests/t.py"\n'
+    text += '"tests/regress/test_a.py::B" = "u.py"\n'
+    text += '\n[targets.fake.saved_state]\nfile = "src/s.py"\nclass = "State"\nunknown_field = "raises"\n'
+    text += f'\n{UTC}"{P1}" = [{{ test = "tests/t.py::T::test_x", reason = "r", diff = "ut.diff" }}]\n'
+    fake = _load(tmp_path, text).targets["fake"]
+    assert fake.issues == {
+        P1: {"issue": "#12"},
+        P2: {"text": "issues/one.md"},
+        P3: {"issue": "org/x#3", "text": "issues/one.md"},
+    }
+    assert fake.test_homes == {"tests/regress/test_a.py": "tests/t.py", "tests/regress/test_a.py::B": "u.py"}
+    assert fake.saved_state == {"file": "src/s.py", "class": "State", "unknown_field": "raises"}
+    assert fake.upstream_tests_changed[P1] == [{"test": "tests/t.py::T::test_x", "reason": "r", "diff": "ut.diff"}]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (f'[targets.fake.issues]\n"{P1}" = {{ issue = "12" }}\n', "issue must be #N or owner/name#N, not '12'"),
+        (f'[targets.fake.issues]\n"{P1}" = {{ text = "nope.md" }}\n', "text 'nope.md' does not exist in"),
+        (f'[targets.fake.issues]\n"{P1}" = {{ text = "../x.md" }}\n', "text must be a relative path below"),
+        (f'[targets.fake.issues]\n"{P1}" = {{ url = "x" }}\n', "must map to { issue"),
+        ('[targets.fake.issues]\n"0009-x.patch" = { issue = "#1" }\n', "'0009-x.patch' is not in the patches list"),
+        ('[targets.fake.test_homes]\n"src/a.py" = "tests/t.py"\n', "must be a test file below tests/regress/"),
+        ('[targets.fake.test_homes]\n"tests/regress/a.py" = 3\n', "must map to a relative .py file"),
+        ('[targets.fake.saved_state]\nfile = "src/s.py"\n', "[targets.fake.saved_state] lacks class"),
+        ('[targets.fake.saved_state]\nfile = "a"\nclass = "B"\nklass = "C"\n', "unknown key 'klass'"),
+        (f'{UTC}"{P1}" = [{{ test = "tests/t.py::T::t", reason = "r", diff = "no.diff" }}]\n', "diff 'no.diff' does"),
+    ],
+)
+def test_bad_submission_tables_are_one_clear_error(tmp_path, table, message):
+    text = _table("fake", upstream_tests='["tests/t.py"]') + "\n" + table
+    assert message in _error(tmp_path, text)

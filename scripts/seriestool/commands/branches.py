@@ -322,7 +322,7 @@ def _report(
         if entry.holds:
             ctx.out(
                 f"{entry.branch} holds {', '.join(dep[:4] for dep in entry.holds)} under {entry.patch[:4]} (depends): "
-                "open its pull request after theirs are merged, or as a draft"
+                "its pull request is opened as a draft (below) until theirs are merged"
             )
     if not judged:
         ctx.out(
@@ -340,7 +340,12 @@ def _report(
     for entry in made:
         text = f"/tmp/pr-{target.name}-{entry.patch[:4]}.md"
         ctx.out(f"  python3 scripts/series.py pr {entry.patch[:4]} --target {target.name} > {text}")
+        if entry.holds:
+            # It carries the commits of the pull requests it depends on: a draft until they are merged.
+            first = ", ".join(plan[dep].branch for dep in entry.holds)
+            ctx.out(f"  # a draft: {entry.branch} carries the commits of {first}; mark it ready once they are merged")
+        draft = " --draft" if entry.holds else ""
         ctx.out(
-            f"  gh pr create --repo {upstream} --head <you>:{entry.branch} "
+            f"  gh pr create --repo {upstream}{draft} --head <you>:{entry.branch} "
             f'--title "$(head -n 1 {text})" --body "$(tail -n +3 {text})"'
         )

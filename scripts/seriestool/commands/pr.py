@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import base as base_mod
-from .. import downstream, patchfile, prtemplate, reports
+from .. import downstream, patchfile, prtemplate, reports, submission
 from ..am import check_patch
 from ..context import Context
 from ..digests import sha256_file
+from ..errors import SeriesError
 from ..manifest import Target, find_patch
 from ..patchfile import PatchFile
 from ..results import is_test_file
@@ -57,6 +58,11 @@ LOCKS_WORK = False
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", metavar="NAME", help="the patch: its number (0001), file name, or name without .patch")
     p.add_argument("--target", help="target in the manifest (default: the first)")
+    p.add_argument(
+        "--issue",
+        action="store_true",
+        help="print the text of the issue to open before the pull request ([targets.<target>.issues] text) instead",
+    )
 
 
 # `Fixes #1`, `Closes: org/repo#2`, `fixes https://github.com/org/repo/issues/3`: anywhere in the message.
@@ -152,7 +158,8 @@ def _base_phrase(target: Target, report_target: dict[str, Any]) -> str:
 
 
 def _count(number: int, word: str) -> str:
-    return f"{number} {word}{'' if number == 1 else 's'}"
+    plural = "es" if word.endswith(("s", "ch")) else "s"
+    return f"{number} {word}{'' if number == 1 else plural}"
 
 
 def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> tuple[list[str], bool]:
@@ -191,7 +198,11 @@ def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> 
     when = entry.get("checked_at") or report.get("date") or "?"
     tools = report.get("tools") or {}
     device = "CPU" if report["device"] == "cpu" else "CUDA"
-    on = f"verify of {when} on {_base_phrase(target, report['targets'][0])}, {device}, torch {tools.get('torch')}"
+    under = _under(report, entry)
+    base_phrase = _base_phrase(target, report["targets"][0])
+    tree = f"{base_phrase} plus {_count(len(under), 'earlier patch')} of the series" if under else ""
+    tree = tree or f"{base_phrase} alone"
+    on = f"verify of {when} on {tree}, {device}, torch {tools.get('torch')}"
     if entry["verdict"] != Verdict.OK:
         why = "; ".join(entry["problems"] + entry.get("notes", [])) or entry["verdict"]
         ctx.log(f"warning: the last verify of {name} did not pass ({why}); do not submit it as it is")
@@ -213,7 +224,47 @@ def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> 
     skipped = f", {green['skipped']} skipped" if green["skipped"] else ""
     lines.append(f"  with it (green): {green['passed']} pass{skipped}")
     lines.append("  ruff check and ruff format --check: clean on the files it changes")
+    lines += _under_lines(target, name, under)
     return lines, True
+
+
+def _under(report: dict[str, Any], entry: dict[str, Any]) -> list[str]:
+    """The patches of the same target that were under `entry` when the verify of `report` ran its tests: the
+    earlier ones that went in (verify runs each patch's tests on the series up to it)."""
+    return [
+        other["name"]
+        for other in report.get("patches", [])
+        if other.get("target") == entry.get("target") and other["index"] < entry["index"] and other.get("applies")
+    ]
+
+
+def _under_lines(target: Target, name: str, under: list[str]) -> list[str]:
+    """Which patches were under it in that run, by title, and which of them its branch does not hold."""
+    if not under:
+        return []
+    deps = set(target.depends_on(name))
+    held = [patch for patch in under if patch in deps]
+    others = [patch for patch in under if patch not in deps]
+    lines = []
+    if held:
+        lines += textwrap.wrap(
+            f"  Under it in that run, the {_count(len(held), 'patch')} it depends on (its branch holds them): "
+            + _titles(target, held),
+            NOTES_WIDTH,
+            subsequent_indent="    ",
+        )
+    if others:
+        lines += textwrap.wrap(
+            f"  and {_count(len(others), 'patch')} its branch does not hold (the tests ran on the series up to it): "
+            + _titles(target, others),
+            NOTES_WIDTH,
+            subsequent_indent="    ",
+        )
+    return lines
+
+
+def _titles(target: Target, names: list[str]) -> str:
+    return ", ".join(f'"{patchfile.read(target.patch_path(patch)).subject}"' for patch in names)
 
 
 def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
@@ -232,6 +283,18 @@ def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
         NOTES_WIDTH,
     )
     lines += [f"- {entry['test']}: {entry['reason']}" for entry in declared]
+    for entry in declared:
+        if "diff" not in entry:
+            continue
+        diff = ctx.manifest.path.parent / entry["diff"]
+        lines += [""] + textwrap.wrap(
+            f"The change to {entry['test'].split('::')[0]} for {entry['test'].split('::')[-1]} ({entry['diff']} below "
+            f"{ctx.manifest.path.parent.name}/; apply it in your clone of {target.package} with `git apply "
+            f"{diff}`, then run the test with the patch):",
+            NOTES_WIDTH,
+            break_on_hyphens=False,
+        )
+        lines += ["", *diff.read_text(encoding="utf-8").rstrip("\n").splitlines(), ""]
     report = reports.load_last(ctx.work, target.name) or {}
     entry = next((p for p in report.get("patches", []) if p["name"] == name), None)
     parts = report.get("upstream_tests", [])
@@ -256,6 +319,129 @@ def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
                     f"{when} found the declaration of {change['test']} STALE ({change['why']}): fix the declaration "
                     "before you submit."
                 )
+    return lines
+
+
+def issue_lines(ctx: Context, target: Target, name: str, fixed: list[str], changes: bool) -> tuple[list[str], str]:
+    """The notes on the issue the pull request answers, and the issue reference to name ("" when none is open):
+    the `Fixes` of its message, else [targets.<target>.issues]; a warning when a patch that changes behaviour
+    names none."""
+    table = f"[targets.{target.name}.issues]"
+    entry = target.issues.get(name, {})
+    if fixed:
+        return [], fixed[0]
+    if entry.get("issue"):
+        ref = entry["issue"]
+        return textwrap.wrap(
+            f"It answers {ref} ({table} in {ctx.manifest.path.name}): link it in the description (`Fixes {ref}` "
+            "when the pull request closes it).",
+            NOTES_WIDTH,
+        ), ref
+    if entry.get("text"):
+        others = [
+            patchfile.read(target.patch_path(patch)).subject
+            for patch in target.patches
+            if patch != name and target.issues.get(patch, {}).get("text") == entry["text"]
+        ]
+        lines = textwrap.wrap(
+            f"No upstream issue asks for this change yet: open one first. `python3 scripts/series.py pr {name[:4]} "
+            f"--target {target.name} --issue` prints a text for it ({entry['text']} below "
+            f"{ctx.manifest.path.parent.name}/: the problem and its measured before/after); read it, make it yours, "
+            f'open the issue, then record its number in {table} (issue = "#N") and link it in the description.',
+            NOTES_WIDTH,
+        )
+        if others:
+            lines += textwrap.wrap(
+                "The same issue is answered by the pull requests of: " + ", ".join(f'"{t}"' for t in others),
+                NOTES_WIDTH,
+            )
+        return lines, ""
+    if changes:
+        ctx.log(
+            f"warning: {name} states a behaviour change but names no issue it answers: no `Fixes #N` in its message "
+            f"and no entry in {table}"
+        )
+        return textwrap.wrap(
+            f"Its message states a behaviour change but names no issue it answers ({table} has no entry for it): "
+            "find or open the issue first; a maintainer asks which one.",
+            NOTES_WIDTH,
+        ), ""
+    return [], ""
+
+
+def issue_text(ctx: Context, target: Target, name: str) -> str:
+    """The text of the issue to open for patch `name` ([targets.<target>.issues] text)."""
+    text = target.issues.get(name, {}).get("text")
+    if not text:
+        raise SeriesError(
+            f"{name} of {target.name} has no issue text to open ([targets.{target.name}.issues] in "
+            f"{ctx.manifest.path.name} gives it none)"
+        )
+    return (ctx.manifest.path.parent / text).read_text(encoding="utf-8").rstrip("\n")
+
+
+def test_home_lines(ctx: Context, target: Target, patch: PatchFile, tests: list[str]) -> list[str]:
+    """Where upstream keeps the tests of each new test class ([targets.<target>.test_homes])."""
+    if not target.test_homes or not tests:
+        return []
+    lines = ["Upstream keeps its tests in topic files: move each new test class into the file named, as a class of"]
+    lines += ["its own (keep its helpers with it), before you submit:"]
+    missing = []
+    for path in tests:
+        diff = patch.file(path)
+        classes = submission.test_classes(diff) if diff else []
+        for cls in classes or ["(its tests)"]:
+            home = target.test_homes.get(f"{path}::{cls}") or target.test_homes.get(path)
+            if home is None:
+                missing.append(path)
+                home = f"not mapped: add it to [targets.{target.name}.test_homes]"
+            lines.append(f"- {path}::{cls} -> {home}")
+    if missing:
+        files = ", ".join(dict.fromkeys(missing))
+        ctx.log(f"warning: {files}: no upstream test file in [targets.{target.name}.test_homes]")
+    return lines
+
+
+def saved_state_lines(target: Target, name: str) -> list[str]:
+    """The fields and properties the patch adds to the class a checkpoint saves, and whether the release it is made
+    on loads its checkpoints ([targets.<target>.saved_state])."""
+    added = submission.state_additions(target, name)
+    if added is None:
+        return []
+    saved = target.saved_state
+    cls, release = saved["class"], f"{target.package} {target.version}"
+    if not added:
+        return [f"It adds no field or property to {cls} ({saved['file']})."]
+    kept_in = saved.get("kept_in", "")
+    lines = [f"Read from the patch: it adds to {cls} ({saved['file']}):"]
+    always, when_set, kept, computed = [], [], [], []
+    for member in added:
+        if member.kind == "field" and member.saved_when_set:
+            when_set.append(member.name)
+            lines.append(f"- field `{member.name}`: saved in a checkpoint only when it is set")
+        elif member.kind == "field":
+            always.append(member.name)
+            lines.append(f"- field `{member.name}`: saved in every checkpoint")
+        elif member.kept_in:
+            kept.append(member.name)
+            lines.append(f"- property `{member.name}`: kept in `{kept_in}`, not a field of its own")
+        else:
+            computed.append(member.name)
+            lines.append(f"- property `{member.name}`: not saved")
+    unknown = saved.get("unknown_field", "does not load it")
+    if always:
+        verdict = f"Its checkpoints do NOT load in {release}: it {unknown} on {', '.join(f'`{n}`' for n in always)}."
+    elif when_set:
+        verdict = (
+            f"Its checkpoints load in {release} unless {' or '.join(f'`{n}`' for n in when_set)} is set: on such a "
+            f"checkpoint {release} {unknown}."
+        )
+    else:
+        verdict = f"Its checkpoints load in {release}."
+    if kept:
+        names = " and ".join(f"`{n}`" for n in kept)
+        verdict += f" For {names} in `{kept_in}`: {release} {saved.get('kept_in_loads', f'loads {kept_in}')}."
+    lines += textwrap.wrap(verdict + " Say so in the description.", NOTES_WIDTH)
     return lines
 
 
@@ -314,10 +500,14 @@ def render(ctx: Context, target: Target, name: str) -> str:
         notes.add("Its tests (new files)", [*tests, *run_them, *result])
     else:
         notes.add("Its tests", [f"It adds no test file under {target.tests}."])
+    notes.add("Where its tests go upstream", test_home_lines(ctx, target, patch, tests))
     notes.add("Upstream tests the pull request must update", upstream_tests_lines(ctx, target, name))
+    notes.add(f"The saved state ({target.saved_state.get('class', '')})", saved_state_lines(target, name))
     said = [f"It says it fixes {', '.join(fixed)} (the `Fixes` line below)."] if fixed else []
     refs = threads(body)
     notes.add("Issues and pull requests its commit message names", said + ([", ".join(refs)] if refs else []))
+    answers, issue = issue_lines(ctx, target, name, fixed, bool(behaviour_change(body)))
+    notes.add("The issue it answers", answers)
     deps = target.depends_on(name)
     if deps:
         lines = ["The pull requests of these patches go first; name them by title in the description:"]
@@ -325,7 +515,8 @@ def render(ctx: Context, target: Target, name: str) -> str:
             lines.append(f'"{patchfile.read(target.patch_path(dep)).subject}" (branch {branches[dep]})')
         lines += [
             f"Branch {branches[name]} (`series.py branches`) holds them under this patch:",
-            "until they are merged, its pull request shows their commits too.",
+            "until they are merged, its pull request shows their commits too: open it as a draft (`gh pr create",
+            "--draft`, as `branches` prints it) that names them, and mark it ready once they are merged.",
         ]
         notes.add("Dependencies", lines)
     else:
@@ -333,6 +524,8 @@ def render(ctx: Context, target: Target, name: str) -> str:
     facts = []
     if fixed:
         facts.append("the message names the issue it fixes: the item on a GitHub issue or forum thread")
+    elif issue:
+        facts.append(f"it answers {issue}: the item on a GitHub issue or forum thread")
     if tests:
         facts.append(f"it adds {_count(len(tests), 'test file')}: the tests item")
     notes.add("For the checklist (tick an item only when it is true for you)", facts)
@@ -389,6 +582,10 @@ def render(ctx: Context, target: Target, name: str) -> str:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     name = find_patch(target, args.name)
+    if args.issue:
+        ctx.out(issue_text(ctx, target, name))
+        ctx.log("note: the issue is yours to open: read it, make it yours, and post it only if you stand by it")
+        return 0
     ctx.out(render(ctx, target, name))
     ctx.log(
         "note: the description is yours to write: the notes in the HTML comment are material, and no box is ticked"

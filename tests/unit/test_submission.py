@@ -1,0 +1,114 @@
+"""submission.py: what `pr` reads from a patch's diff: the test classes of a new test file, and the fields and
+properties a patch adds to the class a checkpoint saves (a field saved only when set, a property kept in
+`stateful_callbacks` through a helper an earlier patch added)."""
+
+from pathlib import Path
+
+from seriestool import patchfile, submission
+from seriestool.manifest import Target
+
+
+HEAD = "From 0 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\nSubject: [PATCH] {subject}\n\nBody.\n---\n"
+
+FIELDS = """diff --git a/src/pkg/state.py b/src/pkg/state.py
+--- a/src/pkg/state.py
++++ b/src/pkg/state.py
+@@ -10,6 +10,16 @@ class State:
+     Args:
++        position (`int`): documented, not a field.
+     \"\"\"
+\x20
+     step: int = 0
++    position: int | None = dataclasses.field(
++        default=None, metadata={"saved_when_set": True}
++    )
++    always: int = 0
++
++    def _kept(self, name):
++        return self.stateful_callbacks.get(name, 0)
++
+\x20
+ class Other:
++    not_ours: int = 0
+"""
+
+PROPERTY = """diff --git a/src/pkg/state.py b/src/pkg/state.py
+--- a/src/pkg/state.py
++++ b/src/pkg/state.py
+@@ -30,6 +30,20 @@ class State:
+         return 1
+\x20
++    @property
++    def skipped(self) -> int:
++        \"\"\"A count.\"\"\"
++        return self._kept("skipped")
++
++    @skipped.setter
++    def skipped(self, value):
++        self._kept("skipped")
++
++    @property
++    def computed(self) -> int:
++        return self.step * 2
++
+\x20
+ class Other:
+"""
+
+TESTS = """diff --git a/tests/test_new.py b/tests/test_new.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_new.py
+@@ -0,0 +1,12 @@
++class Recorder:
++    def on_step(self):
++        pass
++
++
++class NewTest(TestCase):
++    def test_one(self):
++        pass
++
++
++def helper():
++    def test_not_a_method():
+"""
+
+
+def _target(tmp_path: Path, patches: dict[str, str], **saved) -> Target:
+    folder = tmp_path / "pkg"
+    folder.mkdir(exist_ok=True)
+    for name, diff in patches.items():
+        (folder / name).write_text(HEAD.format(subject=name) + diff, encoding="utf-8")
+    saved_state = {"file": "src/pkg/state.py", "class": "State", "saved_when_set": "saved_when_set"}
+    saved_state.update(kept_in="stateful_callbacks", **saved)
+    return Target("pkg", "pkg", "1.0", "0" * 64, "", "tests/", "src", list(patches), folder, saved_state=saved_state)
+
+
+def test_the_fields_and_properties_a_patch_adds_to_the_saved_class(tmp_path):
+    target = _target(tmp_path, {"0001-a.patch": FIELDS, "0002-b.patch": PROPERTY})
+    first = submission.state_additions(target, "0001-a.patch")
+    assert [(m.kind, m.name, m.saved_when_set) for m in first] == [
+        ("field", "position", True),
+        ("field", "always", False),
+    ]
+    second = submission.state_additions(target, "0002-b.patch")
+    # `skipped` keeps its value through `_kept`, which an earlier patch added and which reads stateful_callbacks
+    assert [(m.kind, m.name, m.kept_in) for m in second] == [
+        ("property", "skipped", True),
+        ("property", "computed", False),
+    ]
+
+
+def test_no_saved_class_declared_or_none_touched(tmp_path):
+    target = _target(tmp_path, {"0001-a.patch": TESTS})
+    assert submission.state_additions(target, "0001-a.patch") == []
+    target.saved_state = {}
+    assert submission.state_additions(target, "0001-a.patch") is None
+
+
+def test_the_test_classes_of_a_new_file_are_those_with_a_test_method(tmp_path):
+    path = tmp_path / "0001-t.patch"
+    path.write_text(HEAD.format(subject="t") + TESTS, encoding="utf-8")
+    diff = patchfile.read(path).file("tests/test_new.py")
+    assert submission.test_classes(diff) == ["NewTest"]
