@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay")
     p.add_argument("--release-path", help="PYTHONPATH of the release, for the release-loads invariant")
     p.add_argument("--result", required=True)
+    p.add_argument("--first", action="store_true", help="stop at the first undeclared violation, unshrunk (mutants)")
     args = p.parse_args(argv)
     profile = draw.PROFILES[args.profile]
     if args.release_path:
@@ -88,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     runner = observe(run, judges.judge)
     started = time.monotonic()
     result: dict[str, Any] = {"tree": args.tree_label, "versions": _versions(), "profile": profile.name}
+    source = declared.tree_source()
+    result.update(invariants=list(judges.INVARIANTS), first_only=args.first)
     if args.replay:
         try:
             config = draw.check(json.loads(args.replay))
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"invariants: error: --replay: {exc}", file=sys.stderr)
             return 2
         broken = runner(config)
+        result["coverage"] = {"examples": 1, "checked": dict.fromkeys(getattr(broken, "checked", ()), 1)}
         entries = []
         for invariant, found in broken.items():
             entry = {
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tree": args.tree_label,
                 "config": config,
                 "found": found,
-                "declared": declared.find(invariant, args.tree_label, config),
+                "declared": declared.find(invariant, args.tree_label, config, source=source),
                 "replay": report.replay_command(args.tree_spec, config),
             }
             entries.append(entry)
@@ -117,10 +121,18 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         search = Search(
-            args.tree_label, args.tree_spec, profile, args.seed, runner, log=lambda s: print(s, flush=True)
+            args.tree_label,
+            args.tree_spec,
+            profile,
+            args.seed,
+            runner,
+            log=lambda s: print(s, flush=True),
+            source=source,
+            first_only=args.first,
         )
         search.run()
         result.update(examples=search.examples, violations=search.violations, declared=search.declared, replayed=False)
+        result["coverage"] = {"examples": search.examples, "checked": dict(sorted(search.checked.items()))}
         for entry in search.declared:
             for line in report.violation_lines(entry):
                 print(line, flush=True)

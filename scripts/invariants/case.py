@@ -39,7 +39,9 @@ class Run:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     step_begin: list[int] = field(default_factory=list)
     step_end: list[int] = field(default_factory=list)
+    events: list[tuple[str, int]] = field(default_factory=list)  # (callback event, global_step), see `contract`
     logs: list[dict[str, Any]] = field(default_factory=list)
+    full_logs: list[dict[str, Any]] = field(default_factory=list)  # every key of each training log
     saves: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     error_kind: str | None = None  # "bound", "timeout", "crash"
@@ -49,6 +51,8 @@ class Run:
     weights: list[torch.Tensor] = field(default_factory=list)
     reads: int = 0
     read_bound: int = 0
+    metrics: dict[str, Any] | None = None  # what `train()` returned: its global_step and metrics
+    checkpoints: list[int] = field(default_factory=list)  # the checkpoint folders left at the end (their steps)
 
 
 @dataclass
@@ -57,6 +61,8 @@ class Observation:
     first: Run
     resumed: Run | None = None
     resumed_from: dict[str, Any] | None = None
+    again: Run | None = None  # a second resume, from a checkpoint of the resumed run
+    again_from: dict[str, Any] | None = None
 
 
 def _optimizer_steps(optimizer: Any) -> int:
@@ -71,7 +77,10 @@ class Harness:
     def __init__(self, config: dict[str, Any], run: Run, model: torch.nn.Module) -> None:
         self.config, self.run, self.model = config, run, model
         self.pending: list[dict[str, torch.Tensor]] = []
+        self.pending_samples: list[list[int]] = []
         self.poison = False
+        self.nan_loss = False
+        self.index = models.sample_index(config)
         self.trainer: Any = None
 
     @property
@@ -84,17 +93,33 @@ class Harness:
         harness = self
 
         class Recorder(TrainerCallback):
+            def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.run.events.append(("epoch_begin", state.global_step))
+
+            def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.run.events.append(("epoch_end", state.global_step))
+
             def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.run.step_begin.append(state.global_step)
+                harness.run.events.append(("begin", state.global_step))
+
+            def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.run.events.append(("optimizer", state.global_step))
+
+            def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.run.events.append(("eval", state.global_step))
 
             def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.pre_optimizer_step(state)
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.run.step_end.append(state.global_step)
+                harness.run.events.append(("end", state.global_step))
 
             def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-                if logs and "loss" in logs:
+                if logs and "loss" in logs and "train_runtime" not in logs:  # a training log, not train()'s metrics
+                    harness.run.events.append(("log", state.global_step))
+                    harness.run.full_logs.append(dict(logs, step=state.global_step))
                     harness.run.logs.append({"step": state.global_step, "loss": float(logs["loss"])})
                     harness.run.logs[-1]["attempts"] = len(harness.run.attempts)
                     # the counts the series logs since the start of training (0017); None where a log has none
@@ -102,7 +127,18 @@ class Harness:
                         harness.run.logs[-1][name] = logs.get(name)
 
             def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                harness.run.saves.append({"global_step": state.global_step, "attempts": harness.attempt})
+                harness.run.events.append(("save", state.global_step))
+                folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                state_file = folder / "trainer_state.json"
+                harness.run.saves.append(
+                    {
+                        "global_step": state.global_step,
+                        "attempts": harness.attempt,
+                        "dir": str(folder),
+                        # read now: a `save_total_limit` may remove the folder later
+                        "state_json": state_file.read_text(encoding="utf-8") if state_file.is_file() else None,
+                    }
+                )
 
         return Recorder()
 
@@ -123,11 +159,17 @@ class Harness:
                 "grad": grad,
                 "expected": expected,
                 "micro_batches": len(self.pending),
+                # the samples of each micro-batch, identified by their content (see `models.sample_index`)
+                "samples": self.pending_samples,
+                # fp32: the harness made the loss of the window's micro-batches NaN (their gradient is unchanged)
+                "nan_loss": self.nan_loss,
                 "steps_before": _optimizer_steps(optimizer),
                 "applied": None,
             }
         )
-        self.pending, self.poison = [], False
+        if self.nan_loss:
+            self.run.attempts[-1]["expected"]["loss"] = float("nan")
+        self.pending, self.pending_samples, self.poison, self.nan_loss = [], [], False, False
 
     def _close_last(self) -> None:
         """Whether the previous attempt was applied: the optimizer's own step count moved."""
@@ -135,19 +177,31 @@ class Harness:
             last = self.run.attempts[-1]
             last["applied"] = _optimizer_steps(self.trainer.optimizer) > last["steps_before"]
 
+    def faulty(self, attempt: int) -> bool:
+        """Whether the configuration puts a fault on `attempt`: listed in `inject`, or at or after `inf_from`."""
+        start = self.config.get("inf_from")
+        return attempt in self.config["inject"] or (start is not None and attempt >= start)
+
     def compute_loss(self, original: Any) -> Any:
         harness = self
 
         def wrapped(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             training = model.training and torch.is_grad_enabled()
             if training:  # before compute_loss, which takes the labels out for a compute_loss_func
-                harness.pending.append({k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)})
+                batch = {k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)}
+                harness.pending.append(batch)
+                harness.pending_samples.append(models.identify(harness.index, batch))
             out = original(model, inputs, *args, **kwargs)
-            if training:
+            if training and harness.faulty(harness.attempt):
                 loss = out[0] if isinstance(out, tuple) else out
-                if harness.attempt in harness.config["inject"] and loss.requires_grad:
+                if harness.config["fp16"] and loss.requires_grad:
                     harness.poison = True
                     loss.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+                elif not harness.config["fp16"]:
+                    # a NaN loss whose gradient is the model's own (adding a constant): what the log filter sees
+                    harness.nan_loss = True
+                    loss = loss + torch.tensor(float("nan"), device=loss.device)
+                    out = (loss, *out[1:]) if isinstance(out, tuple) else loss
             return out
 
         return wrapped
@@ -196,8 +250,12 @@ def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -
         max_grad_norm=config["max_grad_norm"],
         logging_strategy="epoch" if logging == "epoch" else "steps",
         logging_steps=logging if logging != "epoch" else 500,
-        save_strategy="steps" if config["save_steps"] else "no",
+        save_strategy=config.get("save", "steps") if config["save_steps"] else "no",
         save_steps=config["save_steps"] or 500,
+        save_total_limit=config.get("save_total_limit"),
+        eval_strategy=config.get("eval") or "no",
+        eval_steps=config.get("eval_steps") or 1,
+        include_num_input_tokens_seen="all" if config.get("input_tokens") else "no",
         report_to="none",
         disable_tqdm=True,
         use_cpu=True,
@@ -223,6 +281,7 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
         model=model,
         args=_arguments(config, folder, run.batch_size, run.ga),
         train_dataset=models.dataset(config, counter),
+        eval_dataset=models.eval_dataset(config) if config.get("eval") else None,
         compute_loss_func=models.regression_loss if config["model"] == "reg_func" else None,
     )
     from transformers.trainer_callback import PrinterCallback
@@ -241,7 +300,8 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        trainer.train(resume_from_checkpoint=checkpoint)
+        output = trainer.train(resume_from_checkpoint=checkpoint)
+        run.metrics = {"global_step": output.global_step, **output.metrics}
     except models.ReadBound as exc:
         run.error, run.error_kind = str(exc), "bound"
     except CaseTimeout as exc:
@@ -259,10 +319,7 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
     run.global_step = state.global_step
     run.skipped = getattr(state, "skipped_optimizer_steps", None)
     run.weights = [p.detach().clone() for p in model.parameters()]
-    for save in run.saves:
-        save["dir"] = str(folder / f"checkpoint-{save['global_step']}")
-        state_file = Path(save["dir"]) / "trainer_state.json"
-        save["state_json"] = state_file.read_text(encoding="utf-8") if state_file.is_file() else None
+    run.checkpoints = sorted(int(d.name.split("-")[1]) for d in folder.glob("checkpoint-*") if d.is_dir())
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -282,11 +339,32 @@ def run_case(config: dict[str, Any], seconds: float = 60.0) -> Observation:
         _train(config, folder / "first", first, None, seconds)
         obs = Observation(config, first)
         resume = config["resume"]
-        if resume is not None and first.saves and first.error is None:
-            save = first.saves[resume["checkpoint"] % len(first.saves)]
+        save = _checkpoint(first, resume)
+        if save is not None:
             obs.resumed_from = {k: save[k] for k in ("global_step", "attempts")}
-            again = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
-            again.initial_step = save["global_step"]
-            _train(config, folder / "first", again, save["dir"], seconds)
-            obs.resumed = again
+            resumed = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
+            resumed.initial_step = save["global_step"]
+            _train(config, folder / "first", resumed, save["dir"], seconds)
+            obs.resumed = resumed
+            # a second resume, with the resumed run's arguments, from a checkpoint it wrote
+            again_from = None if resume.get("again") is None else {"checkpoint": resume["again"]}
+            save = _checkpoint(resumed, again_from, after=save)
+            if save is not None:
+                obs.again_from = {k: save[k] for k in ("global_step", "attempts")}
+                again = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
+                again.initial_step = save["global_step"]
+                _train(config, folder / "first", again, save["dir"], seconds)
+                obs.again = again
         return obs
+
+
+def _checkpoint(run: Run, resume: dict[str, Any] | None, after: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The checkpoint a resume drawn as `resume` starts from: one of `run`'s saves still on disk (a
+    `save_total_limit` removes older ones), after `after`'s attempts when given; None when there is none."""
+    if resume is None or run.error is not None:
+        return None
+    saves = [s for s in run.saves if Path(s["dir"]).is_dir() and (after is None or s["attempts"] > after["attempts"])]
+    # the last save of each step (a step saved twice has one folder, the later save's)
+    latest = {s["global_step"]: s for s in saves}
+    saves = [s for s in saves if latest[s["global_step"]] is s]
+    return saves[resume["checkpoint"] % len(saves)] if saves else None

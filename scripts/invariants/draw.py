@@ -11,16 +11,25 @@ from typing import Any
 from hypothesis import strategies as st
 
 
-MODELS = ("reg_kw", "reg_nokw", "reg_func", "bert_cls", "bert_tok", "llama_lm")
+MODELS = ("reg_kw", "reg_nokw", "reg_func", "bert_cls", "bert_tok", "llama_lm", "reg_sample")
 OPTIMIZERS = ("adamw_torch", "adamw_torch_fused")
 SCHEDULES = ("constant", "linear", "constant_with_warmup")
 KEYS = (
     "model", "targets", "seq_len", "batch_size", "ga", "streamed", "optim", "fp16", "inject", "schedule",
     "warmup", "learning_rate", "max_steps", "epochs", "logging", "save_steps", "callback", "resume",
-    "max_grad_norm", "count_skipped_steps",
+    "max_grad_norm", "count_skipped_steps", "save", "save_total_limit", "eval", "eval_steps", "input_tokens",
+    "inf_from",
 )  # fmt: skip
 # keys a replayed configuration may leave out, with the value they then take (configurations recorded before them)
-OPTIONAL = {"count_skipped_steps": True}
+OPTIONAL = {
+    "count_skipped_steps": True,
+    "save": "steps",
+    "save_total_limit": None,
+    "eval": None,
+    "eval_steps": 1,
+    "input_tokens": False,
+    "inf_from": None,
+}
 
 
 @dataclass(frozen=True)
@@ -58,10 +67,16 @@ def configs(draw: Any) -> dict[str, Any]:
     epochs_mode = draw(st.booleans())
     max_steps = draw(st.integers(1, 8))
     epochs = draw(st.integers(1, 3))
+    half_epoch = draw(st.booleans())  # a fractional last epoch (0.5, 1.5, 2.5)
     logging = draw(st.sampled_from([1, 2, 3, 4, "epoch"]))
     save_steps = draw(st.sampled_from([0, 1, 2, 3]))
+    save = draw(st.sampled_from(["steps", "epoch"]))
+    save_total_limit = draw(st.sampled_from([None, 1, 2]))
+    evaluate = draw(st.sampled_from([None, "steps", "epoch"]))
+    eval_steps = draw(st.integers(1, 3))
     resume = draw(st.booleans())
     resume_from = draw(st.integers(0, 5))
+    again = draw(st.sampled_from([None, 0, 1]))  # a second resume, from a checkpoint of the resumed run
     resume_batch_size = draw(st.just(batch_size) | st.integers(1, 3))
     resume_ga = draw(st.just(ga) | st.integers(1, 4))
     # a third of the cases each: no callback, one that stops epochs, one that stops training
@@ -70,6 +85,9 @@ def configs(draw: Any) -> dict[str, Any]:
     clip = draw(st.sampled_from([0.0, 1e9]))
     # `TrainingArguments.count_skipped_steps` (0012): shrinks to the default, a skipped optimizer step is a step
     applied_steps = draw(st.booleans())
+    input_tokens = draw(st.booleans())
+    # fp16: an inf in every attempt from this one on (the loss scale falls to 0 after 154 skips)
+    inf_from = draw(st.sampled_from([None, None, None, None, None, None, 0, 2]))
 
     most = {"bert_cls": 1, "llama_lm": seq_len - 1}.get(model, seq_len)
     targets = [1] * n if model == "bert_cls" else [most - min(m, most) for m in masked]
@@ -83,17 +101,24 @@ def configs(draw: Any) -> dict[str, Any]:
         "streamed": streamed,
         "optim": optim,
         "fp16": fp16,
-        "inject": inject if fp16 else [],
+        # fp16: an inf in the gradient of these attempts; fp32: a NaN loss (the gradient unchanged)
+        "inject": inject,
         "schedule": schedule,
         "warmup": warmup,
         "learning_rate": 0.01,
         "max_steps": 0 if epochs_mode else max_steps,
-        "epochs": epochs if epochs_mode else 1,
+        "epochs": (epochs - 0.5 if half_epoch else epochs) if epochs_mode else 1,
         "logging": logging,
         "save_steps": save_steps,
+        "save": save,
+        "save_total_limit": save_total_limit if save_steps else None,
+        "eval": evaluate,
+        "eval_steps": eval_steps,
+        "input_tokens": input_tokens,
+        "inf_from": inf_from if fp16 else None,
         "callback": None if kind is None else {"kind": kind, "k": k},
         "resume": (
-            {"checkpoint": resume_from, "batch_size": resume_batch_size, "ga": resume_ga}
+            {"checkpoint": resume_from, "batch_size": resume_batch_size, "ga": resume_ga, "again": again}
             if resume and save_steps
             else None
         ),

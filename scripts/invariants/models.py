@@ -16,6 +16,7 @@ FEATURES = 4
 VOCAB = 24
 CLASSES = 3
 IGNORE = -100
+REGRESSIONS = ("reg_kw", "reg_nokw", "reg_func", "reg_sample")
 
 
 class ReadBound(Exception):
@@ -24,6 +25,8 @@ class ReadBound(Exception):
 
 class RegressionWithKwargs(nn.Module):
     """Per-position linear regression whose loss divides by the Trainer's `num_items_in_batch` (as a causal LM's)."""
+
+    main_input_name = "x"  # what `include_num_input_tokens_seen` counts
 
     def __init__(self) -> None:
         super().__init__()
@@ -45,6 +48,8 @@ class RegressionWithKwargs(nn.Module):
 class RegressionWithoutKwargs(nn.Module):
     """The same regression with a plain `forward(x, labels)`: its loss is the mean over its own micro-batch."""
 
+    main_input_name = "x"
+
     def __init__(self) -> None:
         super().__init__()
         self.lin = nn.Linear(FEATURES, 1)
@@ -56,6 +61,20 @@ class RegressionWithoutKwargs(nn.Module):
             mask = labels.ne(IGNORE)
             total = ((pred - labels.clamp(min=-10)) ** 2 * mask).sum()
             out["loss"] = total / torch.clamp(mask.sum().to(total.dtype), min=1)
+        return out
+
+
+class RegressionPerSampleMean(RegressionWithoutKwargs):
+    """A custom module whose loss is a mean per sample (each sample's mean over its own targets, then the mean over
+    the micro-batch's samples), not per target: what the Trainer cannot know it averages over."""
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, Any]:
+        pred = self.lin(x).squeeze(-1)
+        out: dict[str, Any] = {"logits": pred}
+        if labels is not None:
+            mask = labels.ne(IGNORE)
+            per_sample = ((pred - labels.clamp(min=-10)) ** 2 * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+            out["loss"] = per_sample.mean()
         return out
 
 
@@ -91,6 +110,8 @@ def build_model(kind: str) -> nn.Module:
         return RegressionWithKwargs()
     if kind == "reg_nokw":
         return RegressionWithoutKwargs()
+    if kind == "reg_sample":
+        return RegressionPerSampleMean()
     if kind == "bert_cls":
         from transformers import BertForSequenceClassification
 
@@ -120,7 +141,7 @@ def samples(kind: str, targets: list[int], seq_len: int) -> list[dict[str, torch
     gen = torch.Generator().manual_seed(1)
     out = []
     for count in targets:
-        if kind in ("reg_kw", "reg_nokw", "reg_func"):
+        if kind in REGRESSIONS:
             labels = torch.randn(seq_len, generator=gen)
             labels[count:] = IGNORE
             out.append({"x": torch.randn(seq_len, FEATURES, generator=gen), "labels": labels})
@@ -179,3 +200,33 @@ class StreamedData(IterableDataset):
 def dataset(config: dict[str, Any], counter: Counter) -> Dataset:
     items = samples(config["model"], config["targets"], config["seq_len"])
     return StreamedData(items, counter) if config["streamed"] else SizedData(items, counter)
+
+
+def eval_dataset(config: dict[str, Any]) -> Dataset:
+    """The evaluation set of a case that evaluates: the training samples, without a read bound."""
+    return SizedData(samples(config["model"], config["targets"], config["seq_len"]), Counter(10**9))
+
+
+def _content(item: dict[str, torch.Tensor]) -> tuple[tuple[str, bytes], ...]:
+    return tuple((k, item[k].detach().cpu().contiguous().numpy().tobytes()) for k in sorted(item))
+
+
+def sample_index(config: dict[str, Any]) -> dict[tuple[tuple[str, bytes], ...], int]:
+    """Each sample's content -> its index (the first of equal samples: equal samples are one sample to a window)."""
+    index: dict[tuple[tuple[str, bytes], ...], int] = {}
+    for i, item in enumerate(samples(config["model"], config["targets"], config["seq_len"])):
+        index.setdefault(_content(item), i)
+    return index
+
+
+def canonical(config: dict[str, Any]) -> list[int]:
+    """Sample index -> the index `sample_index` gives its content."""
+    index = sample_index(config)
+    return [index[_content(item)] for item in samples(config["model"], config["targets"], config["seq_len"])]
+
+
+def identify(index: dict[tuple[tuple[str, bytes], ...], int], batch: dict[str, torch.Tensor]) -> list[int]:
+    """The sample indices of a collated micro-batch's rows (-1 for a row that is no sample)."""
+    keys = [k for k in batch if torch.is_tensor(batch[k])]
+    rows = len(batch[keys[0]]) if keys else 0
+    return [index.get(_content({k: batch[k][r] for k in keys}), -1) for r in range(rows)]

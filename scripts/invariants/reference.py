@@ -10,14 +10,20 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .models import IGNORE
+from .models import IGNORE, REGRESSIONS
+
+
+# Models whose loss the Trainer may take as a mean over the targets of a micro-batch: it passes them the window's
+# count (`num_items_in_batch`), or they are transformers heads declared to return such a mean. Any other module
+# (a custom one without `**kwargs`) keeps 5.24.0's rule: its micro-batch losses are averaged over the window.
+PER_MICRO_BATCH = ("reg_nokw", "reg_sample")
 
 
 def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
     """The sum of the per-target losses of one micro-batch and its number of targets (the model's own loss code
     is not used: the logits or predictions are)."""
     labels = batch["labels"]
-    if kind in ("reg_kw", "reg_nokw", "reg_func"):
+    if kind in REGRESSIONS:
         pred = model.lin(batch["x"].float()).squeeze(-1)
         mask = labels.ne(IGNORE)
         return (((pred - labels) ** 2) * mask).sum(), int(mask.sum())
@@ -29,19 +35,54 @@ def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor])
     return F.cross_entropy(flat, target, ignore_index=IGNORE, reduction="sum"), int(target.ne(IGNORE).sum())
 
 
+def _micro_batch_loss(kind: str, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The loss a module of `PER_MICRO_BATCH` defines for one micro-batch (written here, not its own code)."""
+    labels = batch["labels"]
+    pred = model.lin(batch["x"].float()).squeeze(-1)
+    mask = labels.ne(IGNORE)
+    squares = ((pred - labels) ** 2) * mask
+    if kind == "reg_sample":
+        return (squares.sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+    return squares.sum() / max(int(mask.sum()), 1)
+
+
 def window(kind: str, model: nn.Module, batches: list[dict[str, torch.Tensor]]) -> dict[str, Any]:
-    """The reference update of one window at `model`'s current weights: gradient (flat, float64), loss, targets."""
+    """The reference update of one window at `model`'s current weights: gradient (flat, float64), loss, targets,
+    whether the loss is a mean over the window's targets (else the mean of its micro-batches' own losses), and the
+    sums of the magnitudes of the micro-batches' terms (`grad_terms`, `loss_terms`: what a float16 error scales
+    with)."""
     ref = copy.deepcopy(model).float()
     ref.zero_grad(set_to_none=True)
-    total: torch.Tensor = torch.zeros(())
+    over_targets = kind not in PER_MICRO_BATCH
+    parts = []
     count = 0
     for batch in batches:
-        part, n = _token_loss_sum(kind, ref, batch)
-        total, count = total + part, count + n
-    loss = total / max(count, 1)
-    if loss.requires_grad:
-        loss.backward()
-    return {"grad": flat_grad(ref), "loss": float(loss), "targets": count}
+        if over_targets:
+            part, n = _token_loss_sum(kind, ref, batch)
+        else:
+            part, n = _micro_batch_loss(kind, ref, batch), int(batch["labels"].ne(IGNORE).sum())
+        parts.append(part)
+        count += n
+    denominator = max(count, 1) if over_targets else max(len(batches), 1)
+    loss, grad_terms, loss_terms = 0.0, 0.0, 0.0
+    before = flat_grad(ref)
+    for part in parts:
+        term = part / denominator
+        if term.requires_grad:
+            term.backward()
+        after = flat_grad(ref)
+        grad_terms += float((after - before).norm())
+        before = after
+        loss += float(term)
+        loss_terms += abs(float(term))
+    return {
+        "grad": before,
+        "loss": loss,
+        "targets": count,
+        "over_targets": over_targets,
+        "grad_terms": grad_terms,
+        "loss_terms": loss_terms,
+    }
 
 
 def flat_grad(model: nn.Module) -> torch.Tensor:
@@ -61,7 +102,7 @@ def windows_per_pass(config: dict[str, Any], batch_size: int | None = None, ga: 
 
 def total_steps(config: dict[str, Any]) -> int:
     """The schedule's length: `max_steps`, else the epochs times the windows of a pass."""
-    return config["max_steps"] if config["max_steps"] > 0 else config["epochs"] * windows_per_pass(config)
+    return config["max_steps"] if config["max_steps"] > 0 else math.ceil(config["epochs"] * windows_per_pass(config))
 
 
 def learning_rate(config: dict[str, Any], n: int) -> float:
@@ -78,11 +119,13 @@ def learning_rate(config: dict[str, Any], n: int) -> float:
 
 
 def read_bound(config: dict[str, Any], batch_size: int, ga: int, injected: int) -> int:
-    """The most samples one `train()` may read: every pass a run needs, one more for each skip to make up, one spare.
+    """The most samples one `train()` may read: every pass a run needs, one more for each skip to make up, one spare,
+    and with faults on every attempt from one on (`inf_from`), the windows until the loss scale falls to 0.
 
     A pass holds at least its full windows; a stream's short last window may not count (the release).
     """
     n = len(config["targets"])
     full = max(1, math.ceil(n / batch_size) // ga)
-    passes = math.ceil(config["max_steps"] / full) if config["max_steps"] > 0 else config["epochs"]
-    return n * (passes + injected + 1)
+    passes = math.ceil(config["max_steps"] / full) if config["max_steps"] > 0 else math.ceil(config["epochs"])
+    always = config.get("inf_from") is not None
+    return n * (passes + injected + 1) + (160 * ga * batch_size if always else 0)

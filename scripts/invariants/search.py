@@ -37,6 +37,9 @@ class Search:
     violations: list[dict[str, Any]] = field(default_factory=list)
     declared: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
+    source: str = ""  # the tree's Trainer source, which declarations are keyed on (see `declared`)
+    first_only: bool = False  # stop at the first undeclared violation, without shrinking it
+    checked: dict[str, int] = field(default_factory=dict)  # invariant -> examples that gave it something to check
 
     def entry(self, invariant: str, config: dict[str, Any], found: list[str], reason: str | None) -> dict[str, Any]:
         return {
@@ -64,7 +67,7 @@ class Search:
             deadline=None,
             database=None,
             derandomize=False,
-            phases=[Phase.generate, Phase.shrink],
+            phases=[Phase.generate] if self.first_only else [Phase.generate, Phase.shrink],
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
             print_blob=False,
@@ -81,13 +84,18 @@ class Search:
             state["calls"] += 1
             self.examples += 1 if target is None else 0
             broken = self.runner(config)
+            if target is None:
+                for name in getattr(broken, "checked", ()):
+                    self.checked[name] = self.checked.get(name, 0) + 1
             for invariant, found in broken.items():
-                reason = declared.find(invariant, self.tree, config)
+                reason = declared.find(invariant, self.tree, config, source=self.source)
                 if reason and report.key(invariant, config) not in noted:
                     noted.add(report.key(invariant, config))
                     self.declared.append(self.entry(invariant, config, found, reason))
             fresh = [
-                i for i in broken if report.key(i, config) not in known and not declared.find(i, self.tree, config)
+                i
+                for i in broken
+                if report.key(i, config) not in known and not declared.find(i, self.tree, config, source=self.source)
             ]
             if target is None and fresh:
                 state["target"] = target = fresh[0]
@@ -126,7 +134,8 @@ class Search:
 
     def run(self) -> None:
         while not self.over() and self.round():
-            pass
+            if self.first_only:
+                break
 
 
 def observe(run_case: Callable[[dict[str, Any]], Any], judge: Callable[[Any], dict[str, list[str]]]) -> Runner:

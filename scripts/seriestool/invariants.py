@@ -12,9 +12,12 @@ runs in the pinned venv with one tree on PYTHONPATH; this module (standard libra
 
 import datetime
 import json
+import queue
 import shlex
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,13 +100,23 @@ def worker_timeout(profile: str) -> float:
 
 
 def worker_command(
-    python: Path, tree: Tree, profile: str, seed: int, result: Path, *, replay: JSON | None, release: Sequence[Path]
+    python: Path,
+    tree: Tree,
+    profile: str,
+    seed: int,
+    result: Path,
+    *,
+    replay: JSON | None,
+    release: Sequence[Path],
+    first: bool = False,
 ) -> list[str]:
     cmd = [str(python), "-m", "invariants", "--tree-label", tree.label, "--tree-spec", tree.spec]
     cmd += ["--profile", profile, "--seed", str(seed), "--result", str(result)]
     cmd += ["--release-path", ":".join(map(str, release))]
     if replay is not None:
         cmd += ["--replay", json.dumps(replay)]
+    if first:
+        cmd.append("--first")
     return cmd
 
 
@@ -120,13 +133,14 @@ def run_worker(
     out: Callable[[str], None],
     log_path: Path,
     say: Say | None = None,
+    first: bool = False,
 ) -> JSON:
     """Run the worker on `tree`; its lines go to `out` (and `log_path`) as they come, `say` gets a progress line
     while it runs (with its last line). Returns its result, or a result with `crashed` when it gave none. A
     configuration the worker refuses is a SeriesError."""
     with tempfile.TemporaryDirectory(prefix="invariants-") as tmp:
         result = Path(tmp) / "result.json"
-        cmd = worker_command(python, tree, profile, seed, result, replay=replay, release=release)
+        cmd = worker_command(python, tree, profile, seed, result, replay=replay, release=release, first=first)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w", encoding="utf-8") as log:
             proc = subprocess.Popen(
@@ -140,24 +154,51 @@ def run_worker(
                 start_new_session=True,
             )
             lines: list[str] = []
+            # the worker's lines come through a thread, so that its time limit holds while it prints nothing
+            pipe: queue.Queue[str | None] = queue.Queue()
+            reader = threading.Thread(target=_pump, args=(proc.stdout, pipe), daemon=True)
+            reader.start()
 
             def detail() -> str:
                 last = next((line.strip() for line in reversed(lines[-5:]) if line.strip()), "")
                 return f"last: {last[:100]}" if last else ""
 
+            deadline = time.monotonic() + timeout
+            timed_out = False
             try:
-                assert proc.stdout is not None
                 with heartbeat(say, detail):
-                    for line in proc.stdout:
+                    while True:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            timed_out = True
+                            break
+                        try:
+                            line = pipe.get(timeout=min(left, 1.0))
+                        except queue.Empty:
+                            continue
+                        if line is None:
+                            break
                         log.write(line)
                         lines.append(line.rstrip("\n"))
                         shown = line.startswith(("invariants:", "VIOLATION", "declared", "  "))
                         if shown and "error:" not in line[:18]:
                             out(line.rstrip("\n"))
-                    code = proc.wait(timeout=timeout)
-            except (KeyboardInterrupt, subprocess.TimeoutExpired):
+                    if timed_out:
+                        stop_group(proc)
+                        code = None
+                    else:
+                        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                stop_group(proc)
+                code, timed_out = None, True
+            except KeyboardInterrupt:
                 stop_group(proc)
                 raise
+        if timed_out:
+            return {
+                "tree": tree.label,
+                "crashed": f"the worker ran past its time limit of {timeout:.0f}s and was stopped; see {log_path}",
+            }
         if code == EXIT_BAD_INPUT:
             tail = lines[-1] if lines else "no output"
             raise SeriesError(tail.removeprefix("invariants: error: "))
@@ -168,15 +209,53 @@ def run_worker(
         return data
 
 
-def verdict(trees: Sequence[JSON]) -> bool:
-    """True when no tree but the release has an undeclared violation and every worker gave its result."""
-    return all(not t.get("crashed") and (t["tree"] == RELEASE or not t.get("violations")) for t in trees)
+def _pump(stream: Any, pipe: "queue.Queue[str | None]") -> None:
+    try:
+        for line in stream:
+            pipe.put(line)
+    finally:
+        pipe.put(None)
+
+
+# The least a search must have covered for its verdict to count: examples per tree, and examples that gave each
+# invariant something to check (a replay is one example, and is not held to it)
+MIN_EXAMPLES = {"ci": 60, "nightly": 600}
+MIN_CHECKED = 3
+
+
+def coverage_gaps(tree: JSON, profile: str) -> list[str]:
+    """What a tree's search covered too little of (empty for a replay, or a worker without coverage)."""
+    coverage = tree.get("coverage")
+    if tree.get("replayed") or tree.get("crashed") or not coverage:
+        return []
+    gaps = []
+    if coverage["examples"] < MIN_EXAMPLES[profile]:
+        gaps.append(f"{coverage['examples']} example(s), fewer than {MIN_EXAMPLES[profile]}")
+    broken = {v["invariant"] for v in tree.get("violations", []) + tree.get("declared", [])}
+    thin = sorted(
+        name
+        for name, count in coverage["checked"].items()
+        if count < MIN_CHECKED and name not in broken and not tree.get("first_only")
+    )
+    missing = sorted(set(tree.get("invariants", [])) - set(coverage["checked"]) - broken)
+    if thin or missing:
+        gaps.append(f"invariants checked in fewer than {MIN_CHECKED} examples: {', '.join(missing + thin)}")
+    return gaps
+
+
+def verdict(trees: Sequence[JSON], profile: str = "ci") -> bool:
+    """True when no tree but the release has an undeclared violation, every worker gave its result and every search
+    covered enough (see `coverage_gaps`)."""
+    return all(
+        not t.get("crashed") and (t["tree"] == RELEASE or not t.get("violations")) and not coverage_gaps(t, profile)
+        for t in trees
+    )
 
 
 def make_report(profile: str, seed: int, trees: Sequence[JSON], loads: Sequence[float], seconds: float) -> JSON:
     return {
         "schema_version": SCHEMA_VERSION,
-        "ok": verdict(trees),
+        "ok": verdict(trees, profile),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "profile": profile,
         "seed": seed,
@@ -199,6 +278,11 @@ def summary_lines(report: JSON) -> list[str]:
             f"  {tree['tree']}: {tree['examples']} example(s) in {tree['seconds']:.0f}s; broken: {broken}; "
             f"declared: {known}"
         )
+        checked = (tree.get("coverage") or {}).get("checked")
+        if checked and not tree.get("replayed"):
+            lines.append("    checked in: " + ", ".join(f"{name} {count}" for name, count in checked.items()))
+        for gap in coverage_gaps(tree, report["profile"]):
+            lines.append(f"    TOO LITTLE COVERED: {gap}")
     return lines
 
 
@@ -206,3 +290,61 @@ def rerun_command(profile: str, seed: int, trees: Sequence[Tree]) -> str:
     """The command that runs the same search again (the seed printed with every run)."""
     tree_args = " ".join(f"--tree {shlex.quote(t.spec)}" for t in trees)
     return f"python3 scripts/series.py invariants {tree_args} --profile {profile} --seed {seed}"
+
+
+# -- the checker's own mutation check ---------------------------------------------------------------------------
+
+
+def mutant_paths(paths: Sequence[Path], mutant: Any, folder: Path) -> list[Path]:
+    """PYTHONPATH entries of the series with `mutant` applied: `folder` gets a `transformers` package whose entries
+    link to the series tree's, but for the mutated file (a copy with the mutant's edit). A SeriesError when the
+    text to change does not occur exactly once (the mutant no longer fits the series)."""
+    source = next((p for p in paths if (p / "transformers" / "__init__.py").is_file()), None)
+    if source is None:
+        raise SeriesError("the series tree has no transformers package")
+    package = folder / "transformers"
+    package.mkdir(parents=True)
+    for entry in (source / "transformers").iterdir():
+        if entry.name != mutant.file and entry.name != "__pycache__":
+            (package / entry.name).symlink_to(entry)
+    for entry in source.iterdir():  # the package metadata (its version)
+        if entry.name.endswith((".egg-info", ".dist-info")):
+            (folder / entry.name).symlink_to(entry)
+    text = (source / "transformers" / mutant.file).read_text(encoding="utf-8")
+    if text.count(mutant.old) != 1:
+        raise SeriesError(
+            f"mutant {mutant.name}: the text it changes occurs {text.count(mutant.old)} times in "
+            f"transformers/{mutant.file} of the series (once expected): update scripts/invariants/mutants.py"
+        )
+    (package / mutant.file).write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
+    return [folder, *[p for p in paths if p != source]]
+
+
+def mutant_row(mutant: Any, result: JSON) -> JSON:
+    """One row of the mutation table: caught (some invariant broke, declared or not? only undeclared ones count),
+    by what, after how many examples and seconds."""
+    if result.get("crashed"):
+        return {"mutant": mutant.name, "claim": mutant.claim, "caught": False, "by": f"NOT RUN: {result['crashed']}"}
+    found = result.get("violations", [])
+    return {
+        "mutant": mutant.name,
+        "claim": mutant.claim,
+        "caught": bool(found),
+        "by": ", ".join(v.get("key", v["invariant"]) for v in found) or "-",
+        "examples": result.get("examples", 0),
+        "seconds": result.get("seconds", 0),
+    }
+
+
+def mutation_lines(rows: Sequence[JSON], seconds: float) -> list[str]:
+    caught = sum(1 for r in rows if r["caught"])
+    width = max(len(r["mutant"]) for r in rows)
+    lines = [f"  {'mutant':<{width}}  caught  {'examples':>8}  {'s':>5}  by"]
+    for r in rows:
+        lines.append(
+            f"  {r['mutant']:<{width}}  {'yes' if r['caught'] else 'NO':<6}  {r.get('examples', 0):>8}  "
+            f"{r.get('seconds', 0):>5.0f}  {r['by']}"
+        )
+    score = caught / len(rows) if rows else 0.0
+    lines.append(f"  score: {caught}/{len(rows)} caught ({score:.0%}) in {seconds:.0f}s")
+    return lines

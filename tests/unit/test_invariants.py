@@ -209,17 +209,116 @@ def test_a_declaration_covers_its_invariant_tree_and_configurations(invariant, t
 
 def test_the_shipped_declarations_are_well_formed():
     for entry in declared.DECLARED:
-        assert set(entry) == {"invariant", "trees", "when", "reason"}
-        assert entry["reason"] and entry["trees"] and isinstance(entry["when"], dict)
+        assert set(entry) <= {"invariant", "tree", "when", "reason"} and {"invariant", "when", "reason"} <= set(entry)
+        assert entry["reason"] and isinstance(entry["when"], dict)
+        assert set(entry.get("tree", {})) <= {"has", "lacks"}
+
+
+RELEASE_SOURCE = "class Trainer:\n    def _inner_training_loop(self): ...\n"
+SERIES_SOURCE = RELEASE_SOURCE + f"    {declared.LOGGED_COUNTS} = 0\n    {declared.STREAM_POSITION} = None\n"
 
 
 @pytest.mark.parametrize("config", [CONFIG, {}, {"model": "llama_lm", "fp16": True, "resume": None}])
-def test_the_release_logs_no_counts_for_any_configuration(config):
-    # an empty predicate matches every configuration; the series and a checkout are not covered
-    reason = declared.find("logged-counts", "release", config)
-    assert reason == "5.24.0 logs no step or batch counts (0017)"
-    assert declared.find("logged-counts", "series", config) is None
-    assert declared.find("logged-counts", "path:/x", config) is None
+@pytest.mark.parametrize("label", ["release", "series", "path:/x"])
+def test_a_tree_without_the_counts_logs_none_for_any_configuration(config, label):
+    # keyed on what the tree's source holds, whatever its label: `--tree path:` of the release is the release
+    reason = declared.find("logged-counts", label, config, source=RELEASE_SOURCE)
+    assert reason == "a tree without 0017 (5.24.0) logs no step or batch counts"
+    assert declared.find("logged-counts", label, config, source=SERIES_SOURCE) is None
+
+
+@pytest.mark.parametrize("label", ["release", "series", "path:/x"])
+def test_the_stream_position_declaration_follows_the_code_not_the_label(label):
+    config = {"streamed": True}
+    assert declared.find("release-loads", label, config, source=SERIES_SOURCE) is not None
+    assert declared.find("release-loads", label, config, source=RELEASE_SOURCE) is None
+    assert declared.find("release-loads", label, {"streamed": False}, source=SERIES_SOURCE) is None
+
+
+# -- coverage ------------------------------------------------------------------------------------------------
+
+
+def _covered(examples, checked, **extra):
+    names = ["window-content", "logs-due", "saves-due"]
+    return {"tree": "series", "violations": [], "declared": [], "invariants": names,
+            "coverage": {"examples": examples, "checked": checked}, **extra}  # fmt: skip
+
+
+def test_a_search_below_the_floor_fails_the_verdict():
+    full = {"window-content": 90, "logs-due": 40, "saves-due": 12}
+    assert invariants.coverage_gaps(_covered(100, full), "ci") == []
+    assert invariants.verdict([_covered(100, full)], "ci")
+    few = _covered(41, full)
+    assert invariants.coverage_gaps(few, "ci") == ["41 example(s), fewer than 60"]
+    assert not invariants.verdict([few], "ci")
+    thin = _covered(100, {"window-content": 90, "logs-due": 2})
+    assert invariants.coverage_gaps(thin, "ci") == ["invariants checked in fewer than 3 examples: saves-due, logs-due"]
+    assert not invariants.verdict([thin], "ci")
+    # a replay is one example, and a broken invariant needs no more
+    assert invariants.coverage_gaps(_covered(1, {}, replayed=True), "ci") == []
+    broken = _covered(100, {"window-content": 90, "logs-due": 40}, declared=[{"invariant": "saves-due"}])
+    assert invariants.coverage_gaps(broken, "ci") == []
+
+
+def test_the_summary_states_the_coverage():
+    report = invariants.make_report(
+        "ci", 0, [_covered(41, {"window-content": 41, "logs-due": 5, "saves-due": 3})], [], 1
+    )
+    report["trees"][0].update(examples=41, seconds=10)
+    lines = invariants.summary_lines(report)
+    assert "    checked in: window-content 41, logs-due 5, saves-due 3" in lines
+    assert "    TOO LITTLE COVERED: 41 example(s), fewer than 60" in lines
+    assert not report["ok"]
+
+
+# -- the mutation check --------------------------------------------------------------------------------------
+
+
+def test_each_mutant_is_one_small_edit_with_its_claim():
+    from invariants import mutants
+
+    names = [m.name for m in mutants.MUTANTS]
+    assert len(names) == len(set(names)) >= 15
+    for m in mutants.MUTANTS:
+        assert m.old != m.new and m.claim and m.file.endswith(".py")
+        assert len(m.old.splitlines()) <= 3
+
+
+def test_a_mutant_tree_links_the_series_but_for_the_mutated_file(tmp_path):
+    from invariants.mutants import Mutant
+
+    source = tmp_path / "series"
+    (source / "transformers" / "models").mkdir(parents=True)
+    (source / "transformers" / "__init__.py").write_text("", encoding="utf-8")
+    (source / "transformers" / "trainer.py").write_text("a = 1\nb = 2\n", encoding="utf-8")
+    (source / "transformers-5.24.0.dist-info").mkdir()
+    other = tmp_path / "accelerate"
+    mutant = Mutant("m", "claim", "trainer.py", "b = 2", "b = 3")
+    paths = invariants.mutant_paths([source, other], mutant, tmp_path / "m")
+    assert paths == [tmp_path / "m", other]
+    package = tmp_path / "m" / "transformers"
+    assert (package / "trainer.py").read_text(encoding="utf-8") == "a = 1\nb = 3\n"
+    assert (package / "models").is_symlink() and (package / "__init__.py").is_symlink()
+    assert (tmp_path / "m" / "transformers-5.24.0.dist-info").is_symlink()
+    assert (source / "transformers" / "trainer.py").read_text(encoding="utf-8") == "a = 1\nb = 2\n"
+    stale = Mutant("s", "claim", "trainer.py", "c = 3", "c = 4")
+    with pytest.raises(SeriesError, match="occurs 0 times"):
+        invariants.mutant_paths([source], stale, tmp_path / "s")
+
+
+def test_the_mutation_table_scores_the_caught():
+    from invariants.mutants import Mutant
+
+    caught = {"violations": [{"invariant": "saves-due", "key": "saves-due"}], "examples": 3, "seconds": 9.0}
+    rows = [
+        invariants.mutant_row(Mutant("a", "c", "trainer.py", "x", "y"), caught),
+        invariants.mutant_row(Mutant("b", "c", "trainer.py", "x", "y"), {"violations": [], "examples": 150}),
+        invariants.mutant_row(Mutant("c", "c", "trainer.py", "x", "y"), {"crashed": "the worker ended with exit 3"}),
+    ]  # fmt: skip
+    assert [r["caught"] for r in rows] == [True, False, False]
+    lines = invariants.mutation_lines(rows, 200)
+    assert lines[-1] == "  score: 1/3 caught (33%) in 200s"
+    assert "saves-due" in lines[1] and "NO" in lines[2] and "NOT RUN" in lines[3]
 
 
 WORKER = """\
@@ -261,3 +360,36 @@ def test_a_worker_run_says_its_last_line_while_it_runs_and_gives_its_result(tmp_
     assert shown == ["invariants: case 1 of 2", "invariants: case 2 of 2"]
     assert said and all(re.fullmatch(r"invariants: release: still running, \d+ s(, last: .*)?", s) for s in said)
     assert any(line.endswith(", last: invariants: case 1 of 2") for line in said)
+
+
+SILENT_WORKER = """\
+import time
+print("invariants: started", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_worker_past_its_time_limit_is_stopped_and_reported(tmp_path):
+    import stat
+    import sys
+    import time
+
+    python = tmp_path / "python"
+    python.write_text(f"#!{sys.executable}\n{SILENT_WORKER}", encoding="utf-8")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    started = time.monotonic()
+    result = invariants.run_worker(
+        python,
+        invariants.Tree("series", "series"),
+        [],
+        [],
+        profile="quick",
+        seed=1,
+        replay=None,
+        timeout=2,
+        out=lambda line: None,
+        log_path=tmp_path / "logs" / "series.log",
+    )
+    assert time.monotonic() - started < 20
+    assert result["tree"] == "series" and "ran past its time limit of 2s" in result["crashed"]
+    assert not invariants.verdict([result])

@@ -3,7 +3,10 @@
 import argparse
 import json
 import secrets
+import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import invariants, pyenv
@@ -28,13 +31,22 @@ configuration and printed with the tree and one command that replays it. Declare
 pinned venv.
 
 --tree release (5.24.0), series (the manifest's whole series), path:DIR (a checkout); default: release, then
-series. --profile ci (about 3 minutes a tree on 2 cores) or nightly (about 40). --seed N makes the search
-reproducible (the examples it draws; the time budgets can only cut it short). --replay JSON runs one
-configuration on each tree instead of a search.
+series. A search states its coverage (examples per tree, and per invariant the examples that gave it something to
+check) and fails below a floor (60 examples a tree for ci, each invariant in 3).
+
+--mutants runs the checker's own mutation check instead: each mutant of scripts/invariants/mutants.py (a plausible
+bug, one per claim a patch makes) is applied to a copy of the series tree and searched with the ci profile until
+the first undeclared violation; the table says which invariant caught each, and the run fails when fewer than
+--min-score of them are caught (default 0.9). --mutant NAME runs only those (repeatable).
+
+--profile ci (about 3 minutes a tree on 2 cores) or nightly (about 40). --seed N makes the search reproducible
+(the examples it draws; the time budgets can only cut it short). --replay JSON runs one configuration on each
+tree instead of a search.
 
 examples:
   python3 scripts/series.py invariants --profile ci --json /tmp/invariants.json
   python3 scripts/series.py invariants --tree series --replay '{{"model": "reg_kw", ...}}'
+  python3 scripts/series.py invariants --mutants --json /tmp/mutants.json
 
 exit status: 0 no undeclared violation on any tree but the release; 1 some (or a worker that gave no result);
 2 bad input or environment; 130 interrupted."""
@@ -62,9 +74,98 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replay", metavar="JSON", help="run this one configuration (as a violation printed it)")
     p.add_argument("--json", metavar="FILE", help="write the report here")
     p.add_argument("--python", metavar="PATH", help="use this interpreter (with torch) instead of the pinned venv")
+    p.add_argument("--mutants", action="store_true", help="score the checker on the mutants of the series")
+    p.add_argument("--mutant", action="append", metavar="NAME", help="with --mutants: only this one (repeatable)")
+    p.add_argument("--min-score", type=_score, default=0.9, metavar="F", help="with --mutants: the least score (0.9)")
+    p.add_argument("--jobs", type=_jobs, default=2, metavar="N", help="with --mutants: mutants at once (2)")
+
+
+def _score(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 1")
+    return value
+
+
+def _jobs(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number 1 or more")
+    return int(text)
+
+
+def _mutants(names: list[str] | None) -> list:
+    sys.path.insert(0, str(invariants.SCRIPTS))
+    try:
+        from invariants.mutants import MUTANTS
+    finally:
+        sys.path.remove(str(invariants.SCRIPTS))
+    known = {m.name: m for m in MUTANTS}
+    unknown = [n for n in names or [] if n not in known]
+    if unknown:
+        raise SeriesError(f"--mutant {unknown[0]}: no such mutant (one of {', '.join(known)})")
+    return [known[n] for n in names] if names else list(MUTANTS)
+
+
+def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
+    started = time.monotonic()
+    if args.tree or args.replay:
+        raise SeriesError("--mutants runs on the series: no --tree or --replay")
+    chosen = _mutants(args.mutant)
+    target = ctx.manifest.default_target(args.target)
+    python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
+    series = invariants.parse_tree("series")
+    paths, release = invariants.tree_paths(ctx, target, [series])
+    ctx.out(f"invariants: {len(chosen)} mutant(s) of the series, profile ci, seed {args.seed}, {args.jobs} at once")
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
+
+        def one(mutant) -> dict:
+            folder = Path(tmp) / mutant.name
+            tree_paths = invariants.mutant_paths(paths["series"], mutant, folder)
+            tree = invariants.Tree(f"mutant:{mutant.name}", "series")
+            result = invariants.run_worker(
+                python,
+                tree,
+                tree_paths,
+                release,
+                profile="ci",
+                seed=args.seed,
+                replay=None,
+                timeout=invariants.worker_timeout("ci"),
+                out=lambda line: None,
+                log_path=ctx.work / "logs" / "invariants" / f"mutant_{mutant.name}.log",
+                first=True,
+            )
+            row = invariants.mutant_row(mutant, result)
+            ctx.out(f"  {mutant.name}: {'caught by ' + row['by'] if row['caught'] else 'NOT CAUGHT'}")
+            return row
+
+        for mutant in chosen:  # every mutant fits the series before any runs
+            invariants.mutant_paths(paths["series"], mutant, Path(tmp) / "check" / mutant.name)
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            rows = list(pool.map(one, chosen))
+    seconds = time.monotonic() - started
+    ctx.out("")
+    for line in invariants.mutation_lines(rows, seconds):
+        ctx.out(line)
+    score = sum(1 for r in rows if r["caught"]) / len(rows)
+    ok = score >= args.min_score
+    ctx.out(f"invariants --mutants: {'OK' if ok else 'FAILED'} (score {score:.0%}, at least {args.min_score:.0%})")
+    if args.json:
+        report = {"mutants": rows, "score": score, "min_score": args.min_score, "duration_s": round(seconds, 1)}
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0 if ok else 1
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise SeriesError(f"--json {args.json}: the folder {Path(args.json).resolve().parent} does not exist")
+    if args.mutants:
+        return run_mutants(args, ctx)
+    if args.mutant:
+        raise SeriesError("--mutant needs --mutants")
     started = time.monotonic()
     trees = [invariants.parse_tree(spec) for spec in args.tree or invariants.TREES]
     if len({t.label for t in trees}) != len(trees):

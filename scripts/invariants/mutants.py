@@ -1,0 +1,157 @@
+"""The checker's own mutation check: plausible bugs, one per claim a patch makes, each a small edit of the series'
+source (a text that must occur exactly once, and what replaces it). `series.py invariants --mutants` applies each
+to a copy of the series tree, runs the ci search on it until the first undeclared violation, and scores the
+checker: a mutant is caught when some invariant breaks. Standard library only (the tool imports it).
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    claim: str  # the patch and what it claims
+    file: str  # below the tree's transformers/ package
+    old: str
+    new: str
+
+
+TRAINER = "trainer.py"
+
+MUTANTS: list[Mutant] = [
+    Mutant(
+        "zero-target-nan",
+        "0005: a window without targets has a loss of 0, not NaN",
+        TRAINER,
+        "num_items_in_batch = num_items_in_batch.masked_fill(num_items_in_batch == 0, 1)",
+        "num_items_in_batch = num_items_in_batch",
+    ),
+    Mutant(
+        "stream-short-window-no-step",
+        "0006: a stream's short last window gets its own optimizer step",
+        TRAINER,
+        "do_sync_step = i == len(batch_samples) - 1",
+        "do_sync_step = (step + 1) % self.args.gradient_accumulation_steps == 0",
+    ),
+    Mutant(
+        "stream-resume-pass-end",
+        "0008: a stream resumed at the end of a pass goes on with the next batch",
+        TRAINER,
+        "if epoch and not update_steps and not self._train_dataloader_has_length:",
+        "if False:",
+    ),
+    Mutant(
+        "resume-past-max-steps",
+        "0009: a run resumed at max_steps trains no further update",
+        TRAINER,
+        "if epoch >= num_passes or self.state.global_step >= self.state.max_steps:",
+        "if epoch >= num_passes:",
+    ),
+    Mutant(
+        "stream-epoch-max-steps",
+        "0010: a stream's epoch counts against the length of its last pass",
+        TRAINER,
+        "batches_per_pass = self._train_batches_per_pass or steps_in_epoch",
+        "batches_per_pass = steps_in_epoch",
+    ),
+    Mutant(
+        "fused-skip-unseen",
+        "0011: a fused optimizer's skipped step is detected",
+        TRAINER,
+        "return found_inf is not None and bool(found_inf)",
+        "return False",
+    ),
+    Mutant(
+        "schedule-steps-on-skip",
+        "0011: the LR schedule advances on applied updates only",
+        TRAINER,
+        "                    if not optimizer_step_was_skipped:\n"
+        "                        # Delay optimizer scheduling until metrics are generated",
+        "                    if True:\n"
+        "                        # Delay optimizer scheduling until metrics are generated",
+    ),
+    Mutant(
+        "skip-not-counted",
+        "0011: every skipped optimizer step is counted",
+        TRAINER,
+        "                        self.state.skipped_optimizer_steps += 1\n",
+        "                        pass\n",
+    ),
+    Mutant(
+        "begin-again-after-skip",
+        "0012: with count_skipped_steps=False, a step skipped does not begin again",
+        TRAINER,
+        "if not self._consecutive_skipped_optimizer_steps:",
+        "if True:",
+    ),
+    Mutant(
+        "no-scale-zero-stop",
+        "0012: a max_steps run whose loss scale fell to 0 stops with an error instead of spinning",
+        TRAINER,
+        "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() == 0:",
+        "if False:",
+    ),
+    Mutant(
+        "no-make-up-passes",
+        "0012: a max_steps run over sized data reads further windows for its skipped steps",
+        TRAINER,
+        "return math.ceil(num_windows / num_update_steps_per_epoch)",
+        "return self._planned_num_train_epochs",
+    ),
+    Mutant(
+        "epoch-run-reads-extra",
+        "0012: an epoch run reads its planned windows, one update step less per skip",
+        TRAINER,
+        "            self.state.max_steps -= 1\n",
+        "            pass\n",
+    ),
+    Mutant(
+        "final-save-lost-on-skip",
+        "0012: the final save happens when the last window of an epoch run is skipped",
+        TRAINER,
+        "if self.args.save_strategy == SaveStrategy.STEPS and step and step % self.state.save_steps != 0:",
+        "if False:",
+    ),
+    Mutant(
+        "skipped-pass-logs",
+        "0012: a pass whose every step was skipped logs, evaluates and saves nothing",
+        TRAINER,
+        "            self.control.should_log = self.control.should_evaluate = self.control.should_save = False\n",
+        "            pass\n",
+    ),
+    Mutant(
+        "ga-not-current",
+        "0013/0014: a loss the Trainer averages over a window divides by the window's own micro-batches",
+        TRAINER,
+        "                loss = loss / self.current_gradient_accumulation_steps\n",
+        "                loss = loss / self.args.gradient_accumulation_steps\n",
+    ),
+    Mutant(
+        "nan-window-kept",
+        "0015: a window with a NaN loss is left out of the logged loss",
+        TRAINER,
+        "filtered = ~torch.isfinite(window_loss)",
+        "filtered = torch.zeros_like(window_loss, dtype=torch.bool)",
+    ),
+    Mutant(
+        "train-loss-over-steps",
+        "0015: train_loss is the mean over the windows kept",
+        TRAINER,
+        "num_windows = num_optimizer_steps - self._total_filtered_windows",
+        "num_windows = num_optimizer_steps",
+    ),
+    Mutant(
+        "batches-seen-skips-one",
+        "0017: num_batches_seen counts every batch read",
+        TRAINER,
+        "                self._num_batches_seen += 1\n",
+        "                self._num_batches_seen += 1 if i else 0\n",
+    ),
+    Mutant(
+        "tokens-of-skipped-lost",
+        "include_num_input_tokens_seen counts the batches of every window",
+        TRAINER,
+        "                self._track_num_input_tokens(inputs)\n",
+        "                if do_sync_step:\n                    self._track_num_input_tokens(inputs)\n",
+    ),
+]
