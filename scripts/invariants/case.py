@@ -117,7 +117,7 @@ class Harness:
                 harness.run.events.append(("end", state.global_step))
 
             def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-                if logs and "loss" in logs and "train_runtime" not in logs:  # a training log, not train()'s metrics
+                if logs and "loss" in logs and "train_loss" not in logs:  # a training log, not train()'s metrics
                     harness.run.events.append(("log", state.global_step))
                     harness.run.full_logs.append(dict(logs, step=state.global_step))
                     harness.run.logs.append({"step": state.global_step, "loss": float(logs["loss"])})

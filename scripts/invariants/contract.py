@@ -34,7 +34,7 @@ from typing import Any
 # A CPU GradScaler that starts at 16 halves its (float32) scale at each skip: 2**-150 rounds to 0 at the 154th
 SCALE_ZERO_SKIPS = 154
 # The contract of a run that never ends (a stream whose every epoch a callback stops) is followed this far
-MAX_PASSES = 64
+MAX_PASSES = 1000
 
 
 @dataclass
