@@ -415,8 +415,8 @@ def resume_identical(obs: Observation) -> list[str] | None:
         ("resumed", obs.resumed, obs.resumed_from),
         ("resumed twice", obs.again, obs.again_from),
     ):
-        if run is None or run.error_kind:
-            continue
+        if run is None or run.error_kind or run.global_step != obs.first.global_step:
+            continue  # (a callback's stop rule can end a resumed run at another step: `run-length` judges that)
         checked = True
         differ = [
             i for i, (a, b) in enumerate(zip(obs.first.weights, run.weights, strict=True)) if not torch.equal(a, b)
@@ -450,15 +450,18 @@ def resume_logs(obs: Observation) -> list[str] | None:
             continue
         checked = True
         step = since["global_step"]
+        # up to where the uninterrupted run ended (a callback's stop rule can take a resumed run further)
+        end = obs.first.global_step or 0
         want = [log for log in obs.first.full_logs if log["step"] > step]
+        got_logs = [log for log in run.full_logs if log["step"] <= end]
         logged_at_checkpoint = any(log["step"] == step for log in obs.first.full_logs) or step == 0
-        if [log["step"] for log in run.full_logs] != [log["step"] for log in want]:
+        if [log["step"] for log in got_logs] != [log["step"] for log in want]:
             found.append(
-                f"{where} from checkpoint-{step}: logs at steps {[g['step'] for g in run.full_logs]}, "
+                f"{where} from checkpoint-{step}: logs at steps {[g['step'] for g in got_logs]}, "
                 f"uninterrupted {[w['step'] for w in want]}"
             )
             continue
-        for i, (got, due) in enumerate(zip(run.full_logs, want, strict=True)):
+        for i, (got, due) in enumerate(zip(got_logs, want, strict=True)):
             keys = {k for k in set(got) | set(due) if not k.endswith(TIMING_SUFFIXES)}
             if i == 0 and not logged_at_checkpoint:
                 keys -= set(INTERVAL_KEYS)

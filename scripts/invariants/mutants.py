@@ -34,11 +34,11 @@ MUTANTS: list[Mutant] = [
         "do_sync_step = (step + 1) % self.args.gradient_accumulation_steps == 0",
     ),
     Mutant(
-        "stream-resume-pass-end",
-        "0008: a stream resumed at the end of a pass goes on with the next batch",
+        "resume-ignores-saved-position",
+        "0008: a run resumed in a later pass over a stream goes on at the next batch it saved",
         TRAINER,
-        "if epoch and not update_steps and not self._train_dataloader_has_length:",
-        "if False:",
+        "            if self.state.train_dataloader_epoch is not None:\n                epochs_trained = ",
+        "            if False:\n                epochs_trained = ",
     ),
     Mutant(
         "resume-past-max-steps",
