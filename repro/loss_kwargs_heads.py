@@ -103,7 +103,8 @@ def qwen2_audio():
 def cohere_compass():
     config = transformers.CohereCompassTextConfig(
         vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-        intermediate_size=32, pad_token_id=0, num_labels=3,
+        intermediate_size=32, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_labels=3,
+        layer_types=["full_attention"], rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4}},
     )
     return transformers.CohereCompassTextForSequenceClassification(config)
 
