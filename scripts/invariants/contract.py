@@ -61,7 +61,8 @@ class Expected:
     end_step: int = 0
     error: str | None = None  # "scale": the RuntimeError of a max_steps run whose loss scale fell to 0
     saves: list[Position] = field(default_factory=list)  # where data and counters are at each save (a resume's start)
-    cut: bool = False  # a pass was cut by the epoch-stopping callback
+    cut: bool = False  # a window was cut by the epoch-stopping callback (its micro-batch leaks into the next)
+    epoch_cut: bool = False  # a pass was ended early by the epoch-stopping callback (a resume cannot know it)
     endless: bool = False  # the contract never ends the run (followed for MAX_PASSES passes)
 
 
@@ -153,6 +154,7 @@ def simulate(
         if pos.pass_index < planned:
             ev.append(("epoch_begin", pos.global_step))
             cut = callback.get("kind") == "epoch_stop" and pos.global_step >= callback["k"]
+            out.epoch_cut = out.epoch_cut or (cut and per_pass > 1)
         step_at_pass_start, skipped_at_pass_start = pos.global_step, pos.skipped
         while pos.window < per_pass:
             window = windows[pos.window]

@@ -84,7 +84,8 @@ def _faults(obs: Observation) -> Callable[[int], bool]:
 
 def expected(obs: Observation, run: Run) -> contract.Expected | None:
     """The contract of `run` (see `contract`), or None where it is not modelled: a resume with other arguments
-    (which batches it owes is another unit), or from a checkpoint after an epoch the callback cut."""
+    (which batches it owes is another unit), or after an epoch the callback ended early (the Trainer resumes from
+    the optimizer steps taken, which do not tell where a cut pass ended)."""
     cache = obs.__dict__.setdefault("_expected", {})
     if id(run) in cache:
         return cache[id(run)]
@@ -95,7 +96,7 @@ def expected(obs: Observation, run: Run) -> contract.Expected | None:
     elif _same_arguments(obs):
         previous, since = (obs.first, obs.resumed_from) if run is obs.resumed else (obs.resumed, obs.again_from)
         before = expected(obs, previous) if previous is not None else None
-        if before is not None and since is not None and not before.cut:
+        if before is not None and since is not None and not before.epoch_cut:
             # where the contract was when it saved that checkpoint (the last save of that step)
             saved = [p for p in before.saves if p.global_step == since["global_step"]]
             if saved and saved[-1].attempt == since["attempts"]:
