@@ -76,4 +76,4 @@ def test_the_release_counts_a_skipped_step_as_a_step(work, tmp_path):
         work, tmp_path, fp16=True, inject=[1], max_grad_norm=1e9, resume=None, save_steps=0, count_skipped_steps=False
     )
     assert found["updates-counted"] == ["first run: global_step 3 but 2 applied updates"]
-    assert found["skip-count"] == ["first run: skip count None but 1 inf(s) injected"]
+    assert found["skip-count"] == ["first run: skip count None but 1 attempt(s) skipped, 1 inf(s) injected"]

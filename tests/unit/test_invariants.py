@@ -393,3 +393,13 @@ def test_a_worker_past_its_time_limit_is_stopped_and_reported(tmp_path):
     assert time.monotonic() - started < 20
     assert result["tree"] == "series" and "ran past its time limit of 2s" in result["crashed"]
     assert not invariants.verdict([result])
+
+
+@pytest.mark.parametrize("invariant", ["resume-identical", "resume-logs"])
+def test_a_resume_after_an_epoch_the_callback_ended_is_declared_on_every_tree(invariant):
+    resume = {"checkpoint": 1, "batch_size": 2, "ga": 1, "again": None}
+    cut = {"callback": {"kind": "epoch_stop", "k": 1}, "resume": resume}
+    assert declared.find(invariant, "series", cut, source=SERIES_SOURCE) is not None
+    assert declared.find(invariant, "release", cut, source=RELEASE_SOURCE) is not None
+    assert declared.find(invariant, "series", dict(cut, resume=None), source=SERIES_SOURCE) is None
+    assert declared.find(invariant, "series", dict(cut, callback={"kind": "train_stop", "k": 1})) is None
