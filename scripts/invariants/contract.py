@@ -61,6 +61,7 @@ class Expected:
     end_step: int = 0
     error: str | None = None  # "scale": the RuntimeError of a max_steps run whose loss scale fell to 0
     saves: list[Position] = field(default_factory=list)  # where data and counters are at each save (a resume's start)
+    log_epochs: list[float] = field(default_factory=list)  # the `epoch` each training log carries
     cut: bool = False  # a window was cut by the epoch-stopping callback (its micro-batch leaks into the next)
     epoch_cut: bool = False  # a pass was ended early by the epoch-stopping callback (a resume cannot know it)
     endless: bool = False  # the contract never ends the run (followed for MAX_PASSES passes)
@@ -112,6 +113,22 @@ def simulate(
     pos.consecutive_skips = 0  # a new `train()` call
     out = Expected()
     ev = out.events
+    # `state.epoch` (0010): the batches read in the pass over the pass's batches; a stream's first pass counts against
+    # `max_steps * ga` (its length unknown) and a later one against the pass before it, which a resume reads back from
+    # its checkpoint unless that was saved at a pass's start or end; never past the next epoch, or the planned ones
+    batches = [len(w) for w in windows]
+    length = sum(batches)
+    known = None if config["streamed"] else length
+    if config["streamed"] and pos.pass_index >= 1 and 0 < sum(batches[: pos.window]) < length:
+        known = length
+    stand_in = max_steps * ga if config["streamed"] else length
+    read = {"batches": sum(batches[: pos.window])}
+    epoch_now = [None]
+
+    def epoch_after_attempt() -> float:
+        fraction = min(read["batches"] / (known or stand_in), 1.0)
+        return min(pos.pass_index + fraction, planned)
+
     state_max = max_steps - (pos.skipped if epoch_run and not counts_skipped else 0)
     last_logged = pos.global_step
     flags = {"log": False, "eval": False, "save": False}
@@ -122,6 +139,7 @@ def simulate(
         nonlocal last_logged
         if flags["log"] and pos.global_step > last_logged:
             ev.append(("log", pos.global_step))
+            out.log_epochs.append(epoch_now[0])
             last_logged = pos.global_step
             flags["log"] = False
         if flags["eval"]:
@@ -159,6 +177,7 @@ def simulate(
         while pos.window < per_pass:
             window = windows[pos.window]
             pos.window += 1
+            read["batches"] += 1 if (cut and len(window) > 1) else len(window)
             if pos.consecutive_skips == 0 or counts_skipped:
                 ev.append(("begin", pos.global_step))
             if cut and len(window) > 1:
@@ -170,6 +189,7 @@ def simulate(
             pos.leaked = []
             scale_zero = config["fp16"] and pos.skipped >= SCALE_ZERO_SKIPS
             skipped = bool(config["fp16"] and (fault(pos.attempt) or scale_zero))
+            epoch_now[0] = epoch_after_attempt()
             out.windows.append(content)
             out.applied.append(not skipped)
             pos.attempt += 1
@@ -209,10 +229,11 @@ def simulate(
             out.step_after.append(pos.global_step)
             if stop or cut:
                 break
-        if pos.window >= per_pass:
+        if pos.window >= per_pass or cut:
+            if pos.window >= per_pass:
+                known = length  # the pass ran out: its length is known from now on
             pos.pass_index, pos.window = pos.pass_index + 1, 0
-        elif cut:
-            pos.pass_index, pos.window = pos.pass_index + 1, 0
+            read["batches"] = 0
         further = pos.pass_index < passes_needed() and pos.pass_index >= planned
         if further and pos.global_step < state_max and not stop:
             continue  # a further pass goes on with the last planned epoch

@@ -336,6 +336,24 @@ saves_due = _events(
 )
 
 
+def logged_epoch(obs: Observation) -> list[str] | None:
+    """Each training log's `epoch` is the contract's: the batches read in the pass over the pass's batches, for a
+    stream the first pass over `max_steps * ga` and later ones over the pass before (also after a resume in a later
+    pass), never past the next epoch or the planned ones. Series claims: 0010, 0012."""
+    found = []
+    checked = False
+    for where, run, exp in _modelled(obs):
+        if run.error_kind is not None or exp.epoch_cut or len(run.full_logs) != len(exp.log_epochs):
+            continue  # a log missing or extra is `logs-due`'s
+        for log, want in zip(run.full_logs, exp.log_epochs, strict=True):
+            checked = True
+            got = log.get("epoch")
+            if got is None or want is None or not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9):
+                found.append(f"{where}: the log at global_step {log['step']} says epoch {got}, due {want}")
+                break
+    return found if checked else None
+
+
 def checkpoints_kept(obs: Observation) -> list[str] | None:
     """With `save_total_limit`, the checkpoints left after the first run are the last `save_total_limit` steps the
     contract saves."""
@@ -677,6 +695,7 @@ INVARIANTS: dict[str, Judge] = {
     "logs-due": logs_due,
     "evals-due": evals_due,
     "saves-due": saves_due,
+    "logged-epoch": logged_epoch,
     "checkpoints-kept": checkpoints_kept,
     "learning-rate": learning_rates,
     "bounded-run": bounded_run,

@@ -55,13 +55,6 @@ MUTANTS: list[Mutant] = [
         "batches_per_pass = steps_in_epoch",
     ),
     Mutant(
-        "fused-skip-unseen",
-        "0011: a fused optimizer's skipped step is detected",
-        TRAINER,
-        "return found_inf is not None and bool(found_inf)",
-        "return False",
-    ),
-    Mutant(
         "schedule-steps-on-skip",
         "0011: the LR schedule advances on applied updates only",
         TRAINER,
