@@ -40,8 +40,9 @@ class RegressionWithKwargs(nn.Module):
             total = ((pred - labels.clamp(min=-10)) ** 2 * mask).sum()
             count = kwargs.get("num_items_in_batch")
             if count is None:
-                count = mask.sum()
-            out["loss"] = total / torch.clamp(torch.as_tensor(count, dtype=total.dtype), min=1)
+                out["loss"] = total / torch.clamp(mask.sum().to(total.dtype), min=1)
+            else:  # as transformers' losses do: the Trainer's count must not be 0 (0005)
+                out["loss"] = total / torch.as_tensor(count, dtype=total.dtype)
         return out
 
 
@@ -83,8 +84,9 @@ def regression_loss(outputs: Any, labels: torch.Tensor, num_items_in_batch: Any 
     pred = outputs["logits"]
     mask = labels.ne(IGNORE)
     total = ((pred - labels) ** 2 * mask).sum()
-    count = mask.sum() if num_items_in_batch is None else num_items_in_batch
-    return total / torch.clamp(torch.as_tensor(count, dtype=total.dtype), min=1)
+    if num_items_in_batch is None:
+        return total / torch.clamp(mask.sum().to(total.dtype), min=1)
+    return total / torch.as_tensor(num_items_in_batch, dtype=total.dtype)  # the count must not be 0 (0005)
 
 
 def _bert_config() -> Any:
