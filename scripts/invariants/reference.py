@@ -127,5 +127,8 @@ def read_bound(config: dict[str, Any], batch_size: int, ga: int, injected: int) 
     n = len(config["targets"])
     full = max(1, math.ceil(n / batch_size) // ga)
     passes = math.ceil(config["max_steps"] / full) if config["max_steps"] > 0 else math.ceil(config["epochs"])
-    always = config.get("inf_from") is not None
+    # only a max_steps run that counts applied updates reads on while every step is skipped (until the scale is 0)
+    always = (
+        config.get("inf_from") is not None and config["max_steps"] > 0 and not config.get("count_skipped_steps", True)
+    )
     return n * (passes + injected + 1) + (160 * ga * batch_size if always else 0)
