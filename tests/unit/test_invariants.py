@@ -260,6 +260,12 @@ def test_a_search_below_the_floor_fails_the_verdict():
     assert invariants.coverage_gaps(broken, "ci") == []
 
 
+def test_the_release_is_not_held_to_the_floor():
+    release = dict(_covered(41, {"window-content": 41}), tree="release")
+    assert invariants.coverage_gaps(release, "ci")
+    assert invariants.verdict([release, _covered(100, {"window-content": 90, "logs-due": 40, "saves-due": 12})], "ci")
+
+
 def test_the_summary_states_the_coverage():
     report = invariants.make_report(
         "ci", 0, [_covered(41, {"window-content": 41, "logs-due": 5, "saves-due": 3})], [], 1
