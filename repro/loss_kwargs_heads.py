@@ -17,9 +17,8 @@ import tempfile
 import warnings
 
 import torch
-from torch import nn
-
 import transformers
+from torch import nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 
@@ -34,15 +33,29 @@ TARGETS = [1, 3, 5, 6]  # valid targets per sample: uneven micro-batches
 
 def bert_config(**kw):
     return transformers.BertConfig(
-        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=16, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw,
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        **kw,
     )
 
 
 def llama_config(**kw):
     return transformers.LlamaConfig(
-        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-        intermediate_size=32, max_position_embeddings=16, pad_token_id=0, **kw,
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        pad_token_id=0,
+        **kw,
     )
 
 
@@ -91,10 +104,24 @@ class Delegating(nn.Module):
 
 def qwen2_audio():
     config = transformers.Qwen2AudioConfig(
-        audio_config={"num_mel_bins": 8, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 16,
-                      "d_model": 16, "max_source_positions": 16},
-        text_config={"model_type": "qwen2", "vocab_size": 32, "hidden_size": 16, "num_hidden_layers": 1,
-                     "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 32, "pad_token_id": 0},
+        audio_config={
+            "num_mel_bins": 8,
+            "encoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "encoder_ffn_dim": 16,
+            "d_model": 16,
+            "max_source_positions": 16,
+        },
+        text_config={
+            "model_type": "qwen2",
+            "vocab_size": 32,
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "intermediate_size": 32,
+            "pad_token_id": 0,
+        },
         audio_token_index=31,
     )
     return transformers.Qwen2AudioForConditionalGeneration(config)
@@ -102,19 +129,42 @@ def qwen2_audio():
 
 def cohere_compass():
     config = transformers.CohereCompassTextConfig(
-        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-        intermediate_size=32, pad_token_id=0, bos_token_id=1, eos_token_id=2, num_labels=3,
-        layer_types=["full_attention"], rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4}},
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        num_labels=3,
+        layer_types=["full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4}},
     )
     return transformers.CohereCompassTextForSequenceClassification(config)
 
 
 def wav2vec2_ctc():
     config = transformers.Wav2Vec2Config(
-        vocab_size=12, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        conv_dim=(8, 8), conv_stride=(4, 4), conv_kernel=(8, 4), num_conv_pos_embeddings=4,
-        num_conv_pos_embedding_groups=2, ctc_loss_reduction="mean", pad_token_id=0, mask_time_prob=0.0,
-        hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0,
+        vocab_size=12,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        conv_dim=(8, 8),
+        conv_stride=(4, 4),
+        conv_kernel=(8, 4),
+        num_conv_pos_embeddings=4,
+        num_conv_pos_embedding_groups=2,
+        ctc_loss_reduction="mean",
+        pad_token_id=0,
+        mask_time_prob=0.0,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        feat_proj_dropout=0.0,
+        layerdrop=0.0,
     )
     return transformers.Wav2Vec2ForCTC(config)
 
@@ -142,24 +192,68 @@ def compiled_bert_cls():
 
 
 SCENARIOS = {
-    "BertForSequenceClassification": (lambda: transformers.BertForSequenceClassification(bert_config(num_labels=3)), "sequence"),
+    "BertForSequenceClassification": (
+        lambda: transformers.BertForSequenceClassification(bert_config(num_labels=3)),
+        "sequence",
+    ),
     "BertForMaskedLM": (lambda: transformers.BertForMaskedLM(bert_config()), "tokens"),
-    "BertForTokenClassification": (lambda: transformers.BertForTokenClassification(bert_config(num_labels=3)), "classes"),
-    "T5ForConditionalGeneration": (lambda: transformers.T5ForConditionalGeneration(transformers.T5Config(
-        vocab_size=32, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1, num_heads=2,
-        dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0)), "tokens"),
-    "BartForConditionalGeneration": (lambda: transformers.BartForConditionalGeneration(transformers.BartConfig(
-        vocab_size=32, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=16, dropout=0.0,
-        attention_dropout=0.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2)), "tokens"),
-    "LlamaForSequenceClassification": (lambda: transformers.LlamaForSequenceClassification(llama_config(num_labels=3)), "sequence"),
+    "BertForTokenClassification": (
+        lambda: transformers.BertForTokenClassification(bert_config(num_labels=3)),
+        "classes",
+    ),
+    "T5ForConditionalGeneration": (
+        lambda: transformers.T5ForConditionalGeneration(
+            transformers.T5Config(
+                vocab_size=32,
+                d_model=16,
+                d_kv=8,
+                d_ff=32,
+                num_layers=1,
+                num_decoder_layers=1,
+                num_heads=2,
+                dropout_rate=0.0,
+                decoder_start_token_id=0,
+                pad_token_id=0,
+            )
+        ),
+        "tokens",
+    ),
+    "BartForConditionalGeneration": (
+        lambda: transformers.BartForConditionalGeneration(
+            transformers.BartConfig(
+                vocab_size=32,
+                d_model=16,
+                encoder_layers=1,
+                decoder_layers=1,
+                encoder_attention_heads=2,
+                decoder_attention_heads=2,
+                encoder_ffn_dim=32,
+                decoder_ffn_dim=32,
+                max_position_embeddings=16,
+                dropout=0.0,
+                attention_dropout=0.0,
+                pad_token_id=0,
+                bos_token_id=1,
+                eos_token_id=2,
+                decoder_start_token_id=2,
+            )
+        ),
+        "tokens",
+    ),
+    "LlamaForSequenceClassification": (
+        lambda: transformers.LlamaForSequenceClassification(llama_config(num_labels=3)),
+        "sequence",
+    ),
     "LlamaForCausalLM": (lambda: transformers.LlamaForCausalLM(llama_config()), "tokens"),
     "Qwen2AudioForConditionalGeneration (text only)": (qwen2_audio, "tokens"),
     "CohereCompassTextForSequenceClassification": (cohere_compass, "sequence"),
     "Wav2Vec2ForCTC (ctc_loss_reduction='mean')": (wav2vec2_ctc, "ctc"),
     "custom module, mean over samples": (PerSampleMean, "samples"),
     "torch.compile'd BertForSequenceClassification": (compiled_bert_cls, "sequence"),
-    "wrapper delegating to BertForMaskedLM": (lambda: Delegating(transformers.BertForMaskedLM(bert_config())), "tokens"),
+    "wrapper delegating to BertForMaskedLM": (
+        lambda: Delegating(transformers.BertForMaskedLM(bert_config())),
+        "tokens",
+    ),
 }
 
 
@@ -168,21 +262,39 @@ class Grab(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         if self.gradient is None:
-            self.gradient = torch.cat([p.grad.detach().flatten().clone() for p in model.parameters() if p.grad is not None])
+            self.gradient = torch.cat(
+                [p.grad.detach().flatten().clone() for p in model.parameters() if p.grad is not None]
+            )
 
 
 def run(name, batch_size, accumulation):
     build, kind = SCENARIOS[name]
     generator = torch.Generator().manual_seed(0)
-    rows = ctc_rows(generator) if kind == "ctc" else sample_rows(generator) if kind == "samples" else token_rows(kind, generator)
+    rows = (
+        ctc_rows(generator)
+        if kind == "ctc"
+        else sample_rows(generator)
+        if kind == "samples"
+        else token_rows(kind, generator)
+    )
     torch.manual_seed(0)
     model = build()
     grab = Grab()
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
-            out, per_device_train_batch_size=batch_size, gradient_accumulation_steps=accumulation, max_steps=1,
-            learning_rate=0.0, optim="sgd", max_grad_norm=0.0, logging_steps=1, report_to="none", use_cpu=True,
-            save_strategy="no", disable_tqdm=True, remove_unused_columns=False,
+            out,
+            per_device_train_batch_size=batch_size,
+            gradient_accumulation_steps=accumulation,
+            max_steps=1,
+            learning_rate=0.0,
+            optim="sgd",
+            max_grad_norm=0.0,
+            logging_steps=1,
+            report_to="none",
+            use_cpu=True,
+            save_strategy="no",
+            disable_tqdm=True,
+            remove_unused_columns=False,
         )
         trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[grab])
         with contextlib.redirect_stdout(io.StringIO()):
