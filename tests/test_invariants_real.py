@@ -1,5 +1,6 @@
 """`series.py invariants --replay` on the real release (the pinned sdist, the worker in the pinned venv): a plain
-configuration with a resume breaks nothing, a BERT classifier with accumulation 2 shows issue 28's x GA gradient,
+configuration with a resume breaks nothing, a BERT classifier with accumulation 2 shows issue 28's x GA gradient
+(and the logged loss and `train_loss` that follow it),
 and an fp16 skip shows seed 000's count. Skipped without the pinned venv or the sdist in the download cache (any
 `verify`, `downstream` or `invariants` run makes both)."""
 
@@ -67,7 +68,7 @@ def test_a_plain_configuration_with_a_resume_breaks_nothing_on_the_release(work,
 
 def test_the_release_scales_a_classifier_head_by_the_accumulation(work, tmp_path):
     found = _replay(work, tmp_path, model="bert_cls", targets=[1] * 5, resume=None, save_steps=0)
-    assert set(found) == {"window-gradient", "logged-loss"}
+    assert set(found) == {"window-gradient", "logged-loss", "train-metrics"}
     assert "|grad| / |reference| = 2.0000" in found["window-gradient"][0]
 
 
