@@ -341,21 +341,22 @@ def run_case(config: dict[str, Any], seconds: float = 60.0) -> Observation:
         resume = config["resume"]
         save = _checkpoint(first, resume)
         if save is not None:
-            obs.resumed_from = {k: save[k] for k in ("global_step", "attempts")}
-            resumed = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
-            resumed.initial_step = save["global_step"]
-            _train(config, folder / "first", resumed, save["dir"], seconds)
-            obs.resumed = resumed
+            obs.resumed_from, obs.resumed = _resume(config, folder / "first", save, seconds)
             # a second resume, with the resumed run's arguments, from a checkpoint it wrote
             again_from = None if resume.get("again") is None else {"checkpoint": resume["again"]}
-            save = _checkpoint(resumed, again_from, after=save)
+            save = _checkpoint(obs.resumed, again_from, after=save)
             if save is not None:
-                obs.again_from = {k: save[k] for k in ("global_step", "attempts")}
-                again = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
-                again.initial_step = save["global_step"]
-                _train(config, folder / "first", again, save["dir"], seconds)
-                obs.again = again
+                obs.again_from, obs.again = _resume(config, folder / "first", save, seconds)
         return obs
+
+
+def _resume(config: dict[str, Any], folder: Path, save: dict[str, Any], seconds: float) -> tuple[dict[str, Any], Run]:
+    """Train from the checkpoint `save` with the drawn resume's arguments: (where it started, the run)."""
+    resume = config["resume"]
+    run = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
+    run.initial_step = save["global_step"]
+    _train(config, folder, run, save["dir"], seconds)
+    return {k: save[k] for k in ("global_step", "attempts")}, run
 
 
 def _checkpoint(run: Run, resume: dict[str, Any] | None, after: dict[str, Any] | None = None) -> dict[str, Any] | None:

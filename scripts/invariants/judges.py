@@ -423,6 +423,12 @@ def completes(obs: Observation) -> list[str]:
     return found
 
 
+def _resumes(obs: Observation) -> list[tuple[str, Run, dict[str, Any]]]:
+    """The resumed runs that returned, with where each started (the first resume, and the second one)."""
+    runs = [("resumed", obs.resumed, obs.resumed_from), ("resumed twice", obs.again, obs.again_from)]
+    return [(where, run, since) for where, run, since in runs if run and since and not run.error_kind]
+
+
 def resume_identical(obs: Observation) -> list[str] | None:
     """Resuming from a checkpoint with the same arguments (once, or twice) ends with bit-identical weights to the run
     that was not interrupted. Series claims: 0008 (exact next batch), 0011, 0012 (counts restored)."""
@@ -430,11 +436,8 @@ def resume_identical(obs: Observation) -> list[str] | None:
         return None
     found = []
     checked = False
-    for where, run, since in (
-        ("resumed", obs.resumed, obs.resumed_from),
-        ("resumed twice", obs.again, obs.again_from),
-    ):
-        if run is None or run.error_kind or run.global_step != obs.first.global_step:
+    for where, run, since in _resumes(obs):
+        if run.global_step != obs.first.global_step:
             continue  # (a callback's stop rule can end a resumed run at another step: `run-length` judges that)
         checked = True
         differ = [
@@ -461,12 +464,7 @@ def resume_logs(obs: Observation) -> list[str] | None:
         return None
     found = []
     checked = False
-    for where, run, since in (
-        ("resumed", obs.resumed, obs.resumed_from),
-        ("resumed twice", obs.again, obs.again_from),
-    ):
-        if run is None or run.error_kind or since is None:
-            continue
+    for where, run, since in _resumes(obs):
         checked = True
         step = since["global_step"]
         # up to where the uninterrupted run ended (a callback's stop rule can take a resumed run further)
