@@ -61,7 +61,7 @@ class Expected:
     end_step: int = 0
     error: str | None = None  # "scale": the RuntimeError of a max_steps run whose loss scale fell to 0
     saves: list[Position] = field(default_factory=list)  # where data and counters are at each save (a resume's start)
-    log_epochs: list[float] = field(default_factory=list)  # the `epoch` each training log carries
+    log_epochs: list[float | None] = field(default_factory=list)  # the `epoch` each training log carries
     cut: bool = False  # a window was cut by the epoch-stopping callback (its micro-batch leaks into the next)
     epoch_cut: bool = False  # a pass was ended early by the epoch-stopping callback (a resume cannot know it)
     endless: bool = False  # the contract never ends the run (followed for MAX_PASSES passes)
@@ -123,7 +123,7 @@ def simulate(
         known = length
     stand_in = max_steps * ga if config["streamed"] else length
     read = {"batches": sum(batches[: pos.window])}
-    epoch_now = [None]
+    epoch_now: list[float | None] = [None]
 
     def epoch_after_attempt() -> float:
         fraction = min(read["batches"] / (known or stand_in), 1.0)

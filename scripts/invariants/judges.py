@@ -610,7 +610,7 @@ def _attempts_before(obs: Observation, run: Run) -> list[dict[str, Any]]:
     return before
 
 
-def logged_counts(obs: Observation) -> list[str]:
+def logged_counts(obs: Observation) -> list[str] | None:
     """In a run with a gradient scaler (fp16), each training log's `num_optimizer_steps_attempted`,
     `num_optimizer_steps_applied` and `num_batches_seen` equal the optimizer attempts the harness saw since the start
     of training (applied or skipped), the applied ones and the micro-batches of those attempts (those of skipped steps
@@ -658,7 +658,7 @@ def logged_counts(obs: Observation) -> list[str]:
 LOADER: Callable[[str], str | None] | None = None  # set by the worker: the release's TrainerState.load_from_json
 
 
-def release_loads(obs: Observation) -> list[str]:
+def release_loads(obs: Observation) -> list[str] | None:
     """Every checkpoint loads in 5.24.0 (`TrainerState.load_from_json` of the release), also after skips. Series
     claims: 0001, 0008, 0011 (the skip count is kept in `stateful_callbacks`, only when non-zero)."""
     if LOADER is None:

@@ -60,7 +60,8 @@ def _class_lines(diff: FileDiff, cls: str) -> list[list[str]]:
     runs: list[list[str]] = []
     for hunk in diff.hunks:
         section = hunk.header.split("@@", 2)[-1].strip()
-        inside = bool(CLASS.match(section)) and CLASS.match(section).group(1) == cls
+        header = CLASS.match(section)
+        inside = bool(header) and header is not None and header.group(1) == cls
         run: list[str] = []
         for line in hunk.lines:
             if line.startswith("-") or line.startswith("\\"):
@@ -142,7 +143,7 @@ def state_additions(target: Target, name: str) -> list[Member] | None:
     marker = saved.get("saved_when_set")
     for member in ours:
         if member.kind == "field":
-            member.saved_when_set = bool(marker) and marker in member.text
+            member.saved_when_set = marker is not None and marker != "" and marker in member.text
         elif kept_in:
             code = member.text + methods.get(member.name, "")
             called = SELF_CALL.findall(code)

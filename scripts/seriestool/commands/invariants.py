@@ -8,6 +8,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from .. import invariants, pyenv
 from ..benchmark import loadavg
@@ -121,7 +122,7 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
     ctx.out(f"invariants: {len(chosen)} mutant(s) of the series, profile ci, seed {args.seed}, {args.jobs} at once")
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
 
-        def one(mutant) -> dict:
+        def one(mutant: Any) -> dict:
             folder = Path(tmp) / mutant.name
             tree_paths = invariants.mutant_paths(paths["series"], mutant, folder)
             tree = invariants.Tree(f"mutant:{mutant.name}", "series")

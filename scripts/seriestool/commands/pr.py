@@ -296,9 +296,9 @@ def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
         )
         lines += ["", *diff.read_text(encoding="utf-8").rstrip("\n").splitlines(), ""]
     report = reports.load_last(ctx.work, target.name) or {}
-    entry = next((p for p in report.get("patches", []) if p["name"] == name), None)
+    verified: dict[str, Any] = next((p for p in report.get("patches", []) if p["name"] == name), {})
     parts = report.get("upstream_tests", [])
-    if not parts or entry is None or entry.get("sha256") != sha256_file(target.patch_path(name)):
+    if not parts or not verified or verified.get("sha256") != sha256_file(target.patch_path(name)):
         lines += textwrap.wrap(
             f"Check it with `python3 scripts/series.py verify --target {target.name} --upstream-tests SPEC`: the test "
             "must pass on the base and fail with the series.",
