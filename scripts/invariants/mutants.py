@@ -1,7 +1,8 @@
 """The checker's own mutation check: plausible bugs, one per claim a patch makes, each a small edit of the series'
 source (a text that must occur exactly once, and what replaces it). `series.py invariants --mutants` applies each
-to a copy of the series tree, runs the ci search on it until the first undeclared violation, and scores the
-checker: a mutant is caught when some invariant breaks. Standard library only (the tool imports it).
+to a copy of the series tree, searches it (the ci profile's 150 examples at most, draw.PROFILES['mutants']) until the
+first undeclared violation, and scores the checker: a mutant is caught when some invariant breaks. Standard library
+only (the tool imports it).
 """
 
 from dataclasses import dataclass

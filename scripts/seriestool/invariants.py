@@ -92,7 +92,7 @@ def tree_paths(ctx: Context, target: Target, trees: Sequence[Tree]) -> tuple[dic
 
 
 # The most a worker may take: the profile's search budget per tree (scripts/invariants/draw.py) and a margin.
-WORKER_SECONDS = {"ci": 600, "nightly": 3600}
+WORKER_SECONDS = {"ci": 600, "nightly": 3600, "mutants": 600}
 
 
 def worker_timeout(profile: str) -> float:

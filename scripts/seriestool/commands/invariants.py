@@ -36,9 +36,10 @@ series. A search states its coverage (examples per tree, and per invariant the e
 check) and fails below a floor (60 examples a tree for ci, each invariant in 3).
 
 --mutants runs the checker's own mutation check instead: each mutant of scripts/invariants/mutants.py (a plausible
-bug, one per claim a patch makes) is applied to a copy of the series tree and searched with the ci profile until
-the first undeclared violation; the table says which invariant caught each, and the run fails when fewer than
---min-score of them are caught (default 0.9). --mutant NAME runs only those (repeatable).
+bug, one per claim a patch makes) is applied to a copy of the series tree and searched with the ci profile's
+examples (150, whatever the machine's speed) until the first undeclared violation; the table says which invariant caught each, and the run fails when fewer than
+--min-score of them are caught (default 0.9). --mutant NAME runs only those (repeatable); with --replay JSON,
+each mutant runs that one configuration instead of a search (does it catch the mutant?).
 
 --profile ci (about 3 minutes a tree on 2 cores) or nightly (about 40). --seed N makes the search reproducible
 (the examples it draws; the time budgets can only cut it short). --replay JSON runs one configuration on each
@@ -112,14 +113,18 @@ def _mutants(names: list[str] | None) -> list:
 
 def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
-    if args.tree or args.replay:
-        raise SeriesError("--mutants runs on the series: no --tree or --replay")
+    if args.tree:
+        raise SeriesError("--mutants runs on the series: no --tree")
+    replay = invariants.parse_replay(args.replay)
     chosen = _mutants(args.mutant)
     target = ctx.manifest.default_target(args.target)
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     series = invariants.parse_tree("series")
     paths, release = invariants.tree_paths(ctx, target, [series])
-    ctx.out(f"invariants: {len(chosen)} mutant(s) of the series, profile ci, seed {args.seed}, {args.jobs} at once")
+    ctx.out(
+        f"invariants: {len(chosen)} mutant(s) of the series, seed {args.seed}, {args.jobs} at once, each searched "
+        "until its first violation (at most the ci profile's 150 examples)"
+    )
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
 
         def one(mutant: Any) -> dict:
@@ -131,10 +136,10 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
                 tree,
                 tree_paths,
                 release,
-                profile="ci",
+                profile="mutants",
                 seed=args.seed,
-                replay=None,
-                timeout=invariants.worker_timeout("ci"),
+                replay=replay,
+                timeout=invariants.worker_timeout("mutants"),
                 out=lambda line: None,
                 log_path=ctx.work / "logs" / "invariants" / f"mutant_{mutant.name}.log",
                 first=True,
