@@ -186,3 +186,62 @@ def test_a_declared_regression_does_not_fail_and_a_stale_declaration_does(fake, 
     assert [r["id"] for r in part["regressions"]] == ["tests.upstream.test_core::test_mul_by_zero"]
     assert "STALE DECLARATION tests/upstream/test_core.py::test_mul by 0002: it passes with the series" in proc.stdout
     assert "fake upstream tests: FAIL (1 regression(s), 1 stale declaration(s))" in proc.stdout
+
+
+# The change a pull request makes to test_mul_by_zero (context lines start with a space)
+MUL_BY_ZERO_UPDATE = "\n".join(
+    [
+        "diff --git a/tests/upstream/test_core.py b/tests/upstream/test_core.py",
+        "--- a/tests/upstream/test_core.py",
+        "+++ b/tests/upstream/test_core.py",
+        "@@ -11,7 +11,7 @@ def test_mul():",
+        " ",
+        " ",
+        " def test_mul_by_zero():",
+        "-    assert mul(3, 0) == 0",
+        "+    assert mul(3, 0) == {want}",
+        " ",
+        " ",
+        " def test_add():",
+        "",
+    ]
+)
+
+
+def test_a_declared_change_to_an_upstream_test_is_run_with_the_change(fake, test_python):
+    names = fake.build_series(GOOD, BREAK_MUL, extra=LISTED)
+    root = _tests_tree(fake)
+    manifest = fake.manifest.read_text(encoding="utf-8")
+    update = fake.manifest.parent / "upstream-tests" / "mul.diff"
+    update.parent.mkdir(parents=True, exist_ok=True)
+    test = "tests/upstream/test_core.py::test_mul_by_zero"
+    table = (
+        f'\n[targets.fake.upstream_tests_changed]\n"{names[1]}" = [{{ test = "{test}", reason = "keep a", '
+        'diff = "upstream-tests/mul.diff" }]\n'
+    )
+    fake.manifest.write_text(manifest + table, encoding="utf-8")
+
+    # the pull request's change to the test: it passes with the series (and fails on the base, which keeps 0)
+    update.write_text(MUL_BY_ZERO_UPDATE.format(want=3), encoding="utf-8")
+    proc, data, _ = _verify(fake, test_python, f"path:{root}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [part] = data["upstream_tests"]
+    [change] = part["declared"]
+    assert change["updated"] == {"base": "failed", "series": "passed"} and change["diff"].endswith("mul.diff")
+    assert "updated by mul.diff: failed on the base, passed with the series" in proc.stdout
+    # the tests tree is left as upstream has it
+    assert "== 0" in (root / "tests/upstream/test_core.py").read_text(encoding="utf-8")
+
+    # a change that does not make the test pass with the series fails the run
+    update.write_text(MUL_BY_ZERO_UPDATE.format(want=4), encoding="utf-8")
+    proc, data, _ = _verify(fake, test_python, f"path:{root}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [part] = data["upstream_tests"]
+    assert part["declared"][0]["updated"]["series"] == "failed"
+    assert any("with its pull request's change (mul.diff) is failed with the series" in p for p in part["problems"])
+
+    # one that does not apply fails it too
+    update.write_text(MUL_BY_ZERO_UPDATE.replace("== 0\n", "== 7\n").format(want=3), encoding="utf-8")
+    proc, data, _ = _verify(fake, test_python, f"path:{root}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert any("does not apply" in p for p in data["upstream_tests"][0]["problems"])

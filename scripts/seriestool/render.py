@@ -349,6 +349,12 @@ def markdown(report: JSON) -> str:
         lines += [
             f"- declared by `{d['patch'][:4]}` `{_cell(d['id'])}`: {d['base']} on the base, {d['series']} with the "
             f"series; its pull request updates the test: {_cell(d['reason'])}"
+            + (
+                f" (updated by `{Path(d['diff']).name}`: {d['updated'].get('base', 'not run')} on the base, "
+                f"{d['updated'].get('series', 'not run')} with the series)"
+                if d.get("diff")
+                else ""
+            )
             for d in declared
         ]
         lines += [

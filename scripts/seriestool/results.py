@@ -194,6 +194,10 @@ class DeclaredChange:
     base: str
     series: str
     why: str = ""
+    # with the change its pull request makes to the test (`diff` of the declaration), when there is one: the diff
+    # (below the manifest's folder) and the updated test's outcome on each tree
+    diff: str = ""
+    updated: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

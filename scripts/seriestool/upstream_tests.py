@@ -8,14 +8,16 @@ base and does not pass with the series is a regression, unless a patch that went
 `[targets.<target>.upstream_tests_changed]` (the upstream test asserts the behaviour the patch changes, and the
 patch's pull request updates the test): then it is reported as declared and does not fail the run. A declaration
 whose test does not regress (it passes with the series, or does not pass on the base either) is stale and fails
-the run, so that declarations cannot outlive their reason.
+the run, so that declarations cannot outlive their reason. A declaration that carries its pull request's change to
+the test (`diff`) is checked with it: the updated test runs on both trees again and must pass with the series (a
+change that does not apply, or an updated test that still fails, fails the run).
 """
 
 import os
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from . import base as base_mod
@@ -138,6 +140,17 @@ def declarations(target: Target, applied: Iterable[str]) -> list[tuple[str, str,
     ]
 
 
+def updates(target: Target, folder: Path) -> dict[str, Path]:
+    """test node id -> the change its pull request makes to it (a diff below `folder`, the manifest's), for the
+    declarations that carry one."""
+    return {
+        entry["test"]: folder / entry["diff"]
+        for entries in target.upstream_tests_changed.values()
+        for entry in entries
+        if entry.get("diff")
+    }
+
+
 def _tree(ctx: Context, target: Target, scratch: Repo) -> Repo:
     """A tool-owned checkout (<work>/upstream-tests/<target>/tree) fed with the scratch repository's commits."""
     path = ctx.work / "upstream-tests" / target.name / "tree"
@@ -163,9 +176,11 @@ def run(
     device: str,
     timeout: float | None,
     declared: Sequence[tuple[str, str, str]] = (),
+    diffs: Mapping[str, Path] | None = None,
 ) -> UpstreamTestsResult:
     """Run the target's `upstream_tests` from `spec` on each of `commits` ({"base": id, "series": id}) of
-    the scratch repository; `declared`: the (patch, test, reason) declarations that count (see `declarations`)."""
+    the scratch repository; `declared`: the (patch, test, reason) declarations that count (see `declarations`);
+    `diffs`: the changes their pull requests make to declared tests (see `updates`), run again with the change."""
     root = fetch_tests(ctx, spec, target)
     files = [f for f in target.upstream_tests if (root / f).is_file()]
     missing = [f for f in target.upstream_tests if f not in files]
@@ -201,9 +216,60 @@ def run(
         )
         found[state] = outcomes(Path(f"{stem}.xml"))
         result.states[state] = _state(found[state], pytest_run)
-    repo.reset_hard(f"{REFS}/base")
     compare(result, found.get("base", {}), found.get("series", {}), declared)
+    for change in result.declared:
+        diff = (diffs or {}).get(change.test)
+        if diff is None or change.diff:
+            continue
+        for other in result.declared:  # a declaration that covers several parametrized cases runs once
+            if other.test == change.test:
+                other.diff = str(diff)
+        for state in commits:
+            repo.reset_hard(f"{REFS}/{state}")
+            _copy_tests(root, files, repo.path)
+            try:
+                repo.run("apply", str(diff))
+            except GitError as exc:
+                result.problems.append(f"the change to {change.test} ({diff.name}) does not apply: {exc}")
+                break
+            stem = logs / f"upstream-tests.updated.{state}"
+            run_pytest(
+                python=python,
+                repo_dir=repo.path,
+                source_dir=target.source_dir,
+                files=[change.test],
+                device=device,
+                log_stem=stem,
+                timeout=timeout,
+                expect=RunStatus.GREEN,
+                extra_env=ENV,
+                say=prefixed(ctx.log, f"[{target.name} upstream tests] {change.test} updated, on the {state}"),
+            )
+            got = outcomes(Path(f"{stem}.xml"))
+            outcome = _outcome(got, junit_id(change.test))
+            for other in result.declared:
+                if other.test == change.test:
+                    other.updated[state] = outcome
+        if change.updated and change.updated.get("series") != "passed":
+            result.problems.append(
+                f"{change.test} with its pull request's change ({diff.name}) is {change.updated.get('series')} with "
+                f"the series: the change must make it pass"
+            )
+    result.ok = not result.regressions and not result.stale and not result.problems
+    repo.reset_hard(f"{REFS}/base")
     return result
+
+
+def _outcome(found: dict[str, str], wanted: str) -> str:
+    """The outcome of `wanted` (a JUnit id) among `found`, its parametrized cases together: failed or error
+    when one is, passed when all ran and passed."""
+    cases = [state for test_id, state in found.items() if _covers(wanted, test_id)]
+    if not cases:
+        return "not run"
+    for bad in ("error", "failed"):
+        if bad in cases:
+            return bad
+    return "passed" if all(c == "passed" for c in cases) else cases[0]
 
 
 def _state(found: dict[str, str], pytest_run: PytestRun) -> UpstreamRun:
@@ -315,6 +381,14 @@ def lines(result: UpstreamTestsResult) -> list[str]:
             f"declared by {change.patch[:4]}: {change.id}: {change.base} on the base, {change.series} with the "
             f"series (its pull request updates the test: {change.reason})"
         )
+    shown: set[str] = set()
+    for change in result.declared:
+        if change.diff and change.test not in shown:
+            shown.add(change.test)
+            out += wrap(
+                f"  updated by {Path(change.diff).name}: {change.updated.get('base', 'not run')} on the base, "
+                f"{change.updated.get('series', 'not run')} with the series"
+            )
     table = f"[targets.{result.target}.upstream_tests_changed]"
     for change in result.stale:
         out += wrap(

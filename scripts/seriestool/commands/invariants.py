@@ -37,9 +37,10 @@ check) and fails below a floor (60 examples a tree for ci, each invariant in 3).
 
 --mutants runs the checker's own mutation check instead: each mutant of scripts/invariants/mutants.py (a plausible
 bug, one per claim a patch makes) is applied to a copy of the series tree and searched with the ci profile's
-examples (150, whatever the machine's speed) until the first undeclared violation; the table says which invariant caught each, and the run fails when fewer than
---min-score of them are caught (default 0.9). --mutant NAME runs only those (repeatable); with --replay JSON,
-each mutant runs that one configuration instead of a search (does it catch the mutant?).
+examples (150, whatever the machine's speed) until the first undeclared violation; the table says which invariant
+caught each, and the run fails when fewer than --min-score of them are caught (default 0.9). --mutant NAME runs only
+those (repeatable); with --replay JSON, each mutant runs that one configuration instead of a search (does it catch
+the mutant?).
 
 --profile ci (about 3 minutes a tree on 2 cores) or nightly (about 40). --seed N makes the search reproducible
 (the examples it draws; the time budgets can only cut it short). --replay JSON runs one configuration on each

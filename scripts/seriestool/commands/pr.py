@@ -309,9 +309,16 @@ def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
         when = f"The last `verify --upstream-tests {part['spec']}` ({report.get('date') or '?'})"
         for change in part.get("declared", []):
             if change["patch"] == name:
+                updated = change.get("updated") or {}
                 lines.append(
                     f"{when}: {change['id']} {change['base']} on the base, {change['series']} with the series, as "
-                    "declared."
+                    "declared"
+                    + (
+                        f"; with the change above, {updated.get('base', 'not run')} on the base and "
+                        f"{updated.get('series', 'not run')} with the series."
+                        if change.get("diff")
+                        else "."
+                    )
                 )
         for change in part.get("stale", []):
             if change["patch"] == name:
