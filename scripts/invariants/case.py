@@ -145,7 +145,8 @@ class Harness:
     def pre_optimizer_step(self, state: Any) -> None:
         optimizer = self.trainer.optimizer
         grad = reference.flat_grad(self.model)
-        expected = reference.window(self.config["model"], self.model, self.pending)
+        over_targets = not reference.per_micro_batch(self.config)
+        expected = reference.window(self.config["model"], self.model, self.pending, over_targets)
         self._close_last()
         self.run.attempts.append(
             {
@@ -274,11 +275,12 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
     from transformers import Trainer
 
     model = models.build_model(config["model"])
+    trained = models.wrap(model, config.get("wrap"))  # the Trainer's module; the harness reads `model`
     injected = len(config["inject"])
     run.read_bound = reference.read_bound(config, run.batch_size, run.ga, injected)
     counter = models.Counter(run.read_bound)
     trainer = Trainer(
-        model=model,
+        model=trained,
         args=_arguments(config, folder, run.batch_size, run.ga),
         train_dataset=models.dataset(config, counter),
         eval_dataset=models.eval_dataset(config) if config.get("eval") else None,

@@ -105,6 +105,38 @@ def _bert_config() -> Any:
     )
 
 
+class Delegating(nn.Module):
+    """A wrapper that hands `forward` and every attribute it lacks to the model inside (as a user's adapter or a
+    remote-code wrapper does): the Trainer sees the head's declarations through it, but not its class."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, **kwargs: Any) -> Any:
+        return self.inner(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["inner"], name)
+
+
+# What a transformers head may be trained through: itself, `torch.compile` (the eager backend: dynamo's graph
+# capture without a compiler, seconds on CPU) or a delegating wrapper
+WRAPPED = ("bert_cls", "bert_tok", "llama_lm")
+
+
+def wrap(model: nn.Module, how: str | None) -> nn.Module:
+    """The module the Trainer gets for `model` (whose parameters it shares)."""
+    if how == "compiled":
+        return torch.compile(model, backend="eager", dynamic=True)
+    if how == "delegating":
+        return Delegating(model)
+    return model
+
+
 def build_model(kind: str) -> nn.Module:
     """A fresh model of `kind`, the same weights every time (seeded)."""
     torch.manual_seed(0)

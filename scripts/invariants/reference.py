@@ -19,6 +19,15 @@ from .models import IGNORE, REGRESSIONS
 PER_MICRO_BATCH = ("reg_nokw", "reg_sample")
 
 
+def per_micro_batch(config: dict[str, Any]) -> bool:
+    """Whether the Trainer averages the window's micro-batch losses (their own means), not the window's targets: a
+    custom module of `PER_MICRO_BATCH`, or a head whose count it does not take behind a wrapper that is no
+    `PreTrainedModel` (its declaration reaches the Trainer, its class does not)."""
+    if config["model"] in PER_MICRO_BATCH:
+        return True
+    return config.get("wrap") == "delegating" and config["model"] in ("bert_cls", "bert_tok")
+
+
 def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
     """The sum of the per-target losses of one micro-batch and its number of targets (the model's own loss code
     is not used: the logits or predictions are)."""
@@ -36,8 +45,12 @@ def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor])
 
 
 def _micro_batch_loss(kind: str, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The loss a module of `PER_MICRO_BATCH` defines for one micro-batch (written here, not its own code)."""
+    """The loss a module averaged per micro-batch defines for one micro-batch (written here, not its own code): a
+    head's, the mean over the micro-batch's targets."""
     labels = batch["labels"]
+    if kind not in REGRESSIONS:
+        total, count = _token_loss_sum(kind, model, batch)
+        return total / max(count, 1)
     pred = model.lin(batch["x"].float()).squeeze(-1)
     mask = labels.ne(IGNORE)
     squares = ((pred - labels) ** 2) * mask
@@ -46,14 +59,16 @@ def _micro_batch_loss(kind: str, model: nn.Module, batch: dict[str, torch.Tensor
     return squares.sum() / max(int(mask.sum()), 1)
 
 
-def window(kind: str, model: nn.Module, batches: list[dict[str, torch.Tensor]]) -> dict[str, Any]:
+def window(
+    kind: str, model: nn.Module, batches: list[dict[str, torch.Tensor]], over_targets: bool | None = None
+) -> dict[str, Any]:
     """The reference update of one window at `model`'s current weights: gradient (flat, float64), loss, targets,
     whether the loss is a mean over the window's targets (else the mean of its micro-batches' own losses), and the
     sums of the magnitudes of the micro-batches' terms (`grad_terms`, `loss_terms`: what a float16 error scales
     with)."""
     ref = copy.deepcopy(model).float()
     ref.zero_grad(set_to_none=True)
-    over_targets = kind not in PER_MICRO_BATCH
+    over_targets = kind not in PER_MICRO_BATCH if over_targets is None else over_targets
     parts = []
     count = 0
     for batch in batches:

@@ -17,7 +17,8 @@ BY_FAULTS = ("skip-count",)
 def key(invariant: str, config: dict[str, Any]) -> str:
     """What makes two violations different findings: the invariant, and the model, the data or the faults."""
     if invariant in BY_MODEL:
-        return f"{invariant}[{config['model']}]"
+        wrapped = f"/{config['wrap']}" if config.get("wrap") else ""  # a compiled or wrapped head apart
+        return f"{invariant}[{config['model']}{wrapped}]"
     if invariant in BY_DATA:
         return f"{invariant}[{'stream' if config['streamed'] else 'sized'}]"
     if invariant in BY_FAULTS:

@@ -68,3 +68,48 @@ def test_the_same_seed_finds_the_same():
     first, _ = _search(seed=3)
     again, _ = _search(seed=3)
     assert [(v["key"], v["config"]) for v in first.violations] == [(v["key"], v["config"]) for v in again.violations]
+
+
+def _drawn(n=400, seed=3):
+    from hypothesis import given, settings
+    from hypothesis import seed as seed_of
+
+    out = []
+
+    @settings(max_examples=n, database=None, deadline=None)
+    @seed_of(seed)
+    @given(draw.configs())
+    def collect(config):
+        out.append(config)
+
+    collect()
+    return out
+
+
+def test_the_edges_drawn_on_purpose_hold_what_they_aim_at():
+    """Each focus of `draw._focus` puts a configuration on its edge: the last planned window of an fp16 epoch run
+    skipped, a stream resumed with the same arguments in its second pass, a linear schedule with a skip."""
+    base = {**draw.OPTIONAL, "model": "reg_kw", "targets": [1, 2, 1, 2, 1], "seq_len": 2, "batch_size": 2, "ga": 2}
+    base.update(streamed=False, optim="adamw_torch", fp16=False, inject=[7, 1], schedule="constant", warmup=0)
+    base.update(learning_rate=0.01, max_steps=5, epochs=1, logging=1, save_steps=0, callback={"kind": "epoch_stop"})
+    base.update(resume=None, max_grad_norm=0.0)
+    last = draw._focus(base, "last-skip")  # 5 samples, batch 2, GA 2: 2 windows a pass; max_steps 5 -> 3 passes
+    assert (last["max_steps"], last["epochs"], last["fp16"], last["streamed"]) == (0, 3, True, False)
+    assert last["inject"] == [1, 5] and last["save"] == "steps" and last["save_steps"] == 2
+    later = draw._focus(base, "later-pass-resume")
+    assert later["streamed"] and later["save_steps"] == 3 and later["max_steps"] == 5 and later["callback"] is None
+    assert later["resume"] == {"checkpoint": 0, "batch_size": 2, "ga": 2, "again": None}
+    sched = draw._focus({**base, "inject": []}, "skip-schedule")
+    assert sched["fp16"] and sched["schedule"] == "linear" and sched["inject"] == [0]
+    assert base["inject"] == [7, 1] and base["fp16"] is False  # the drawn configuration is left as it was
+
+
+def test_a_draw_reaches_each_edge_and_each_wrapper():
+    configs = _drawn()
+    assert all(draw.check(c) == c for c in configs[:20])
+    epoch_last_skips = [c for c in configs if c["max_steps"] == 0 and c["fp16"] and c["inject"]]
+    assert len(epoch_last_skips) >= 20
+    assert {c["wrap"] for c in configs} == {None, "compiled", "delegating"}
+    assert all(c["wrap"] is None for c in configs if c["model"] not in ("bert_cls", "bert_tok", "llama_lm"))
+    # a delegating bert_tok's micro-batches always hold a target: its own mean over none is NaN
+    assert all(min(c["targets"]) >= 1 for c in configs if c["wrap"] == "delegating" and c["model"] == "bert_tok")
