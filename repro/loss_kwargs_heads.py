@@ -6,12 +6,21 @@ Run once per tree, e.g.
 Prints, per model, the norm of the gradient of a window of 4 samples split into GA 2 and GA 4 micro-batches divided by
 the norm of the gradient of one batch of the same 4 samples (1.0000 is right), and whether the Trainer passes
 `num_items_in_batch` to it. Tiny random configs, CPU, SGD with lr 0, stdlib + torch + transformers only.
+
+With `--processes 2` (names to select follow it) the window is trained by 2 CPU processes over gloo (DDP), per-device
+batch 1 and GA 2, with `average_tokens_across_devices` True and False. The samples are ordered so that rank 0 gets
+the ones with 1 and 3 targets and rank 1 those with 6 and 5 (micro-batch 1: 1 vs 6 targets, micro-batch 2: 3 vs 5;
+each line prints what each rank's micro-batches held). The reference is the gradient of the head's own loss over one
+batch of the 4 samples, on one process without the Trainer. Prints the norm ratio and the cosine to the reference
+(1.0000 and 1.0000 are right).
 """
 
 import contextlib
+import datetime
 import io
 import logging
 import os
+import socket
 import sys
 import tempfile
 import warnings
@@ -160,6 +169,7 @@ def wav2vec2_ctc():
         ctc_loss_reduction="mean",
         pad_token_id=0,
         mask_time_prob=0.0,
+        final_dropout=0.0,
         hidden_dropout=0.0,
         attention_dropout=0.0,
         activation_dropout=0.0,
@@ -257,29 +267,48 @@ SCENARIOS = {
 }
 
 
+def flat_gradient(model):
+    """The gradient of every parameter, zeros for one without a gradient."""
+    return torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().flatten() for p in model.parameters()]
+    )
+
+
 class Grab(TrainerCallback):
     gradient = None
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         if self.gradient is None:
-            self.gradient = torch.cat(
-                [p.grad.detach().flatten().clone() for p in model.parameters() if p.grad is not None]
-            )
+            self.gradient = flat_gradient(model).clone()
 
 
-def run(name, batch_size, accumulation):
-    build, kind = SCENARIOS[name]
+class Recording:
+    """The default collator, recording the targets (labels other than -100) of each batch it makes."""
+
+    def __init__(self):
+        self.targets = []
+
+    def __call__(self, features):
+        batch = transformers.default_data_collator(features)
+        self.targets.append(int(batch["labels"].ne(-100).sum()))
+        return batch
+
+
+def make_rows(kind):
     generator = torch.Generator().manual_seed(0)
-    rows = (
-        ctc_rows(generator)
-        if kind == "ctc"
-        else sample_rows(generator)
-        if kind == "samples"
-        else token_rows(kind, generator)
-    )
+    if kind == "ctc":
+        return ctc_rows(generator)
+    return sample_rows(generator) if kind == "samples" else token_rows(kind, generator)
+
+
+def run(name, batch_size, accumulation, average=True, order=None):
+    build, kind = SCENARIOS[name]
+    rows = make_rows(kind)
+    rows = rows if order is None else [rows[i] for i in order]
     torch.manual_seed(0)
     model = build()
     grab = Grab()
+    collator = Recording()
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
             out,
@@ -295,22 +324,104 @@ def run(name, batch_size, accumulation):
             save_strategy="no",
             disable_tqdm=True,
             remove_unused_columns=False,
+            average_tokens_across_devices=average,
+            # the 2-process runs deal the samples out in a known order (see ORDER); one process keeps the default
+            **({} if order is None else {"train_sampling_strategy": "sequential"}),
         )
-        trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[grab])
+        trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collator, callbacks=[grab])
         with contextlib.redirect_stdout(io.StringIO()):
             trainer.train()
-    return grab.gradient, trainer.model_accepts_loss_kwargs
+    return grab.gradient, trainer.model_accepts_loss_kwargs, collator.targets[:accumulation]
 
 
-def main():
-    print(f"transformers {transformers.__version__} from {os.path.dirname(transformers.__file__)}")
-    print(f"{'model':48} {'count passed':>12} {'GA 2':>8} {'GA 4':>8}")
-    only = sys.argv[1:]
+def reference(name, samples=None):
+    """The gradient of the head's own loss over one batch of the 4 samples (or of `samples`), without the Trainer."""
+    build, kind = SCENARIOS[name]
+    rows = make_rows(kind)
+    torch.manual_seed(0)
+    model = build()
+    model.train()
+    model(**transformers.default_data_collator([rows[i] for i in samples or range(len(rows))]))["loss"].backward()
+    return flat_gradient(model)
+
+
+def cells(gradient, one):
+    ratio = (gradient.norm() / one.norm()).item()
+    return f"{ratio:8.4f} {torch.nn.functional.cosine_similarity(gradient, one, dim=0).item():8.4f}"
+
+
+# Rank 0 reads samples 0 and 1 (1 and 3 targets), rank 1 samples 3 and 2 (6 and 5): the distributed sampler deals the
+# sequential batches of 1 out in turn
+ORDER = [0, 3, 1, 2]
+RANK_SAMPLES = [ORDER[0::2], ORDER[1::2]]
+
+
+def worker(rank, port, only):
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+    )
+    torch.set_num_threads(1)
+    dist = torch.distributed
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=300))
+    if rank == 0:
+        print(f"transformers {transformers.__version__} from {os.path.dirname(transformers.__file__)}")
+        print(f"{'':61} vs one batch of the 4  {'avg False vs':>17}  targets per")
+        print(f"{'':61} {'avg True':>17} {'avg False':>17}  {'ranks mean':>17}  micro-batch")
+        print(f"{'model':48} {'count passed':>12}" + f" {'ratio':>8} {'cosine':>8}" * 3 + "  rank 0 | rank 1")
     for name in SCENARIOS:
         if only and not any(o in name for o in only):
             continue
         try:
-            one, accepts = run(name, 4, 1)
+            one = reference(name) if rank == 0 else None
+            # average_tokens_across_devices=False: the mean over the ranks of the loss of each rank's samples
+            ranks_mean = (
+                (reference(name, RANK_SAMPLES[0]) + reference(name, RANK_SAMPLES[1])) / 2 if rank == 0 else None
+            )
+            row, seen = [], []
+            for average in (True, False):
+                gradient, accepts, targets = run(name, 1, 2, average=average, order=ORDER)
+                seen = [None, None]
+                dist.all_gather_object(seen, targets)
+                if rank == 0:
+                    row.append(cells(gradient, one))
+            if rank == 0:
+                ranks = " | ".join(",".join(map(str, t)) for t in seen)
+                print(
+                    f"{name:48} {str(accepts):>12} {row[0]} {row[1]}  {cells(gradient, ranks_mean)}  {ranks}",
+                    flush=True,
+                )
+        except Exception as error:  # a head this release lacks or cannot build tiny
+            if rank == 0:
+                print(f"{name:48} error: {type(error).__name__}: {str(error)[:80]}", flush=True)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def main():
+    only = sys.argv[1:]
+    if only[:1] == ["--processes"]:
+        if only[1:2] != ["2"]:
+            sys.exit("--processes takes 2")
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # DDP's note that a head has no unused parameters
+        torch.multiprocessing.spawn(worker, args=(free_port(), only[2:]), nprocs=2)
+        return
+    print(f"transformers {transformers.__version__} from {os.path.dirname(transformers.__file__)}")
+    print(f"{'model':48} {'count passed':>12} {'GA 2':>8} {'GA 4':>8}")
+    for name in SCENARIOS:
+        if only and not any(o in name for o in only):
+            continue
+        try:
+            one, accepts, _ = run(name, 4, 1)
             ratios = [(run(name, 4 // ga, ga)[0].norm() / one.norm()).item() for ga in (2, 4)]
             print(f"{name:48} {str(accepts):>12} {ratios[0]:8.4f} {ratios[1]:8.4f}", flush=True)
         except Exception as error:  # a head this release lacks or cannot build tiny
