@@ -230,8 +230,10 @@ def simulate(
             if stop or cut:
                 break
         if pos.window >= per_pass or cut:
-            if pos.window >= per_pass:
-                known = length  # the pass ran out: its length is known from now on
+            if pos.window >= per_pass and not (cut and config["streamed"]):
+                # the pass ran out: its length is known from now on (a stream's only once a read came back empty,
+                # which a pass a callback ended after its last window never tried)
+                known = length
             pos.pass_index, pos.window = pos.pass_index + 1, 0
             read["batches"] = 0
         further = pos.pass_index < passes_needed() and pos.pass_index >= planned
