@@ -101,6 +101,9 @@ def test_the_edges_drawn_on_purpose_hold_what_they_aim_at():
     assert later["resume"] == {"checkpoint": 0, "batch_size": 2, "ga": 2, "again": None}
     sched = draw._focus({**base, "inject": []}, "skip-schedule")
     assert sched["fp16"] and sched["schedule"] == "linear" and sched["inject"] == [0]
+    empty = draw._focus({**base, "model": "bert_cls", "fp16": True}, "empty-window")
+    assert empty["model"] == "reg_kw" and empty["targets"] == [0, 0, 0, 0, 1] and not empty["fp16"]
+    assert empty["inject"] == [7, 1]  # no fault on the first window, whose loss is its own
     assert base["inject"] == [7, 1] and base["fp16"] is False  # the drawn configuration is left as it was
 
 
