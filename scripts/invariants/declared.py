@@ -60,8 +60,14 @@ DECLARED: list[dict[str, Any]] = [
             ),
         }
         for invariant in (
-            "resume-identical", "resume-logs", "step-callbacks", "epoch-callbacks", "logs-due", "evals-due",
-            "saves-due", "logged-counts",
+            "resume-identical",
+            "resume-logs",
+            "step-callbacks",
+            "epoch-callbacks",
+            "logs-due",
+            "evals-due",
+            "saves-due",
+            "logged-counts",
         )  # fmt: skip
     ),
     {

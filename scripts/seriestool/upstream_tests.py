@@ -19,6 +19,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import base as base_mod
 from .context import Context
@@ -180,7 +181,10 @@ def run(
 ) -> UpstreamTestsResult:
     """Run the target's `upstream_tests` from `spec` on each of `commits` ({"base": id, "series": id}) of
     the scratch repository; `declared`: the (patch, test, reason) declarations that count (see `declarations`);
-    `diffs`: the changes their pull requests make to declared tests (see `updates`), run again with the change."""
+    `diffs`: the changes their pull requests make to declared tests (default: the manifest's, see `updates`), run
+    again with the change."""
+    if diffs is None:
+        diffs = updates(target, ctx.manifest.path.parent)
     root = fetch_tests(ctx, spec, target)
     files = [f for f in target.upstream_tests if (root / f).is_file()]
     missing = [f for f in target.upstream_tests if f not in files]
@@ -197,28 +201,32 @@ def run(
     logs = ctx.work / "logs" / "verify" / target.name
     logs.mkdir(parents=True, exist_ok=True)
     found: dict[str, dict[str, str]] = {}
+    # what every pytest run here shares: the tool-owned checkout, the target's sources, offline, expected green
+    runs: dict[str, Any] = {
+        "python": python,
+        "repo_dir": repo.path,
+        "source_dir": target.source_dir,
+        "device": device,
+        "timeout": timeout,
+        "expect": RunStatus.GREEN,
+        "extra_env": ENV,
+    }
     for state in commits:
         ctx.log(f"[{target.name} upstream tests] {len(files)} file(s) on the {state}")
         repo.reset_hard(f"{REFS}/{state}")
         _copy_tests(root, files, repo.path)
         stem = logs / f"upstream-tests.{state}"
         pytest_run = run_pytest(
-            python=python,
-            repo_dir=repo.path,
-            source_dir=target.source_dir,
             files=files,
-            device=device,
             log_stem=stem,
-            timeout=timeout,
-            expect=RunStatus.GREEN,
-            extra_env=ENV,
             say=prefixed(ctx.log, f"[{target.name} upstream tests] on the {state}"),
+            **runs,
         )
         found[state] = outcomes(Path(f"{stem}.xml"))
         result.states[state] = _state(found[state], pytest_run)
     compare(result, found.get("base", {}), found.get("series", {}), declared)
     for change in result.declared:
-        diff = (diffs or {}).get(change.test)
+        diff = diffs.get(change.test)
         if diff is None or change.diff:
             continue
         for other in result.declared:  # a declaration that covers several parametrized cases runs once
@@ -234,16 +242,10 @@ def run(
                 break
             stem = logs / f"upstream-tests.updated.{state}"
             run_pytest(
-                python=python,
-                repo_dir=repo.path,
-                source_dir=target.source_dir,
                 files=[change.test],
-                device=device,
                 log_stem=stem,
-                timeout=timeout,
-                expect=RunStatus.GREEN,
-                extra_env=ENV,
                 say=prefixed(ctx.log, f"[{target.name} upstream tests] {change.test} updated, on the {state}"),
+                **runs,
             )
             got = outcomes(Path(f"{stem}.xml"))
             outcome = _outcome(got, junit_id(change.test))

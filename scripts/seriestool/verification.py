@@ -132,7 +132,6 @@ def verify_all(
         # changes no test.
         applied = [res.name for res in found.results if res.target == target.name and res.applies]
         common["declared"] = upstream_tests.declarations(target, applied)
-        common["diffs"] = upstream_tests.updates(target, ctx.manifest.path.parent)
         found.upstream_tests.append(upstream_tests.run(ctx, target, repo, commits, text, **common))
     return found
 

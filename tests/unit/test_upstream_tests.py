@@ -324,6 +324,16 @@ def test_the_json_of_declared_and_stale_declarations():
     result.stale.append(DeclaredChange(P15, "t.py::b", "t::b", "r2", "failed", "failed", "it fails on the base too"))
     data = result.to_json()
     assert data["declared"] == [
-        {"patch": P14, "test": NAN, "id": NAN_ID, "reason": "r", "base": "passed", "series": "failed", "why": ""}
+        {
+            "patch": P14,
+            "test": NAN,
+            "id": NAN_ID,
+            "reason": "r",
+            "base": "passed",
+            "series": "failed",
+            "why": "",
+            "diff": "",
+            "updated": {},
+        }
     ]
     assert data["stale"][0]["why"] == "it fails on the base too" and data["stale"][0]["patch"] == P15
