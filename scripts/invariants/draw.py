@@ -145,8 +145,8 @@ def configs(draw: Any) -> dict[str, Any]:
 
 
 # The edges a plain draw reaches in about one case in a hundred or less (the mutation check missed each in 150):
-# - last-skip: an epoch run whose last planned window is skipped (the final save and evaluation are still due, and
-#   the run reads no window more);
+# - last-skip: an epoch run whose last planned window is skipped, steps counting applied updates (the final save
+#   and evaluation are still due, and the run reads no window more);
 # - later-pass-resume: a stream resumed, with the same arguments, from a checkpoint in its second pass;
 # - skip-schedule: a decaying schedule with skipped attempts (it advances on applied updates only);
 # - empty-window: an fp32 run of a model that takes the count whose first window has no target (its loss is 0, not
@@ -162,7 +162,9 @@ def _focus(config: dict[str, Any], focus: str) -> dict[str, Any]:
     """`config` moved onto the edge `focus`; the choices the edge does not fix stay as drawn."""
     out = dict(config)
     if focus == "last-skip":
-        out.update(streamed=False, fp16=True, inf_from=None, max_grad_norm=1e9, save="steps")
+        # the option's reading (a skipped step is no step): the end of training moves with the skip; no callback
+        out.update(streamed=False, fp16=True, inf_from=None, max_grad_norm=1e9, save="steps", callback=None)
+        out.update(count_skipped_steps=False, eval="steps", eval_steps=max(2, out["eval_steps"]))
         if out["max_steps"]:  # a max_steps draw becomes an epoch run of as many whole passes
             out.update(max_steps=0, epochs=max(1, min(3, math.ceil(out["max_steps"] / _windows_per_pass(out)))))
         last = math.ceil(out["epochs"] * _windows_per_pass(out)) - 1

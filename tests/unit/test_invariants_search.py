@@ -96,6 +96,7 @@ def test_the_edges_drawn_on_purpose_hold_what_they_aim_at():
     last = draw._focus(base, "last-skip")  # 5 samples, batch 2, GA 2: 2 windows a pass; max_steps 5 -> 3 passes
     assert (last["max_steps"], last["epochs"], last["fp16"], last["streamed"]) == (0, 3, True, False)
     assert last["inject"] == [1, 5] and last["save"] == "steps" and last["save_steps"] == 2
+    assert last["count_skipped_steps"] is False and last["eval"] == "steps" and last["callback"] is None
     later = draw._focus(base, "later-pass-resume")
     assert later["streamed"] and later["save_steps"] == 3 and later["max_steps"] == 5 and later["callback"] is None
     assert later["resume"] == {"checkpoint": 0, "batch_size": 2, "ga": 2, "again": None}
