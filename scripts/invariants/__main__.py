@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from . import declared, draw, judges, report
+from . import declared, draw, judges, processes, report
 
 
 LOADER = r"""
@@ -68,6 +68,59 @@ def _versions() -> dict[str, Any]:
     }
 
 
+class _Broken(dict):
+    """What one configuration broke, and `checked`: the invariants it gave something to check (as `judges.Verdict`)."""
+
+    checked: frozenset = frozenset()
+
+
+def _two_process_runner(configs: list[dict[str, Any]], profile: Any) -> list[_Broken]:
+    # about a second a configuration and 5 for the launch on 2 cores: a hung collective ends the run well before
+    # the worker's own timeout
+    records = processes.run(configs, timeout=10 * len(configs) + 60)
+    out = []
+    for config, record in zip(configs, records, strict=True):
+        found, checked = processes.judge(config, record)
+        broken = _Broken(found)
+        broken.checked = frozenset(checked)
+        out.append(broken)
+    return out
+
+
+def _two_process_check(args: Any, profile: Any, source: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The profile's 2-process configurations run and judged: their violations (each with its declaration, if any)
+    and the examples each invariant was checked in. Told apart by invariant and model, not shrunk."""
+    configs = processes.configs(args.seed, profile.processes)
+    started = time.monotonic()
+    entries: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    checked: dict[str, int] = {}
+    for i, (config, broken) in enumerate(zip(configs, _two_process_runner(configs, profile), strict=True)):
+        for name in broken.checked:
+            checked[name] = checked.get(name, 0) + 1
+        for invariant, found in broken.items():
+            key = f"{invariant}[{config['model']}]"
+            if key in seen:
+                continue
+            seen.add(key)
+            entry = {
+                "invariant": invariant,
+                "key": key,
+                "tree": args.tree_label,
+                "config": config,
+                "found": found,
+                "declared": declared.find(invariant, args.tree_label, config, source=source),
+                "replay": report.replay_command(args.tree_spec, config),
+                "examples": i + 1,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+            entries.append(entry)
+            if not entry["declared"]:
+                for line in report.violation_lines(entry):
+                    print(line, flush=True)
+    return entries, checked
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="invariants")
     p.add_argument("--tree-label", required=True)
@@ -93,11 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     result.update(invariants=list(judges.INVARIANTS), first_only=args.first)
     if args.replay:
         try:
-            config = draw.check(json.loads(args.replay))
+            config = json.loads(args.replay)
+            two = isinstance(config, dict) and "processes" in config
+            config = processes.check_config(config) if two else draw.check(config)
         except ValueError as exc:  # json.JSONDecodeError is one
             print(f"invariants: error: --replay: {exc}", file=sys.stderr)
             return 2
-        broken = runner(config)
+        broken: Any
+        if two:
+            result["invariants"] = list(processes.INVARIANTS)
+            broken = _two_process_runner([config], profile)[0]
+        else:
+            broken = runner(config)
         result["coverage"] = {"examples": 1, "checked": dict.fromkeys(getattr(broken, "checked", ()), 1)}
         entries = []
         for invariant, found in broken.items():
@@ -132,7 +192,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         search.run()
         result.update(examples=search.examples, violations=search.violations, declared=search.declared, replayed=False)
-        result["coverage"] = {"examples": search.examples, "checked": dict(sorted(search.checked.items()))}
+        checked = dict(search.checked)
+        # the 2-process configurations (the mutation check: only when the search found nothing)
+        if profile.processes and not (args.first and search.violations):
+            found, checked_two = _two_process_check(args, profile, source)
+            result["invariants"] += list(processes.INVARIANTS)
+            result["processes"] = profile.processes
+            search.violations += [e for e in found if not e["declared"]]
+            search.declared += [e for e in found if e["declared"]]
+            for name, count in checked_two.items():
+                checked[name] = checked.get(name, 0) + count
+        result["coverage"] = {"examples": search.examples, "checked": dict(sorted(checked.items()))}
         for entry in search.declared:
             for line in report.violation_lines(entry):
                 print(line, flush=True)

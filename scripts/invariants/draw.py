@@ -41,14 +41,16 @@ class Profile:
     seconds: float  # the search's budget per tree
     shrink_seconds: float  # the most one violation's shrinking may take
     case_seconds: float  # the wall-clock guard of one case
+    processes: int = 0  # configurations run on 2 processes after the search (`processes.py`), all in one launch
 
 
 PROFILES = {
-    "ci": Profile("ci", max_examples=150, seconds=180, shrink_seconds=10, case_seconds=30),
-    "nightly": Profile("nightly", max_examples=1500, seconds=2400, shrink_seconds=120, case_seconds=60),
+    "ci": Profile("ci", max_examples=150, seconds=180, shrink_seconds=10, case_seconds=30, processes=12),
+    "nightly": Profile("nightly", max_examples=1500, seconds=2400, shrink_seconds=120, case_seconds=60, processes=48),
     # the mutation check: the ci examples, with time enough that a slower machine runs them all (its score then
-    # does not depend on the machine's speed); it stops at the first violation and shrinks nothing
-    "mutants": Profile("mutants", max_examples=150, seconds=480, shrink_seconds=0, case_seconds=30),
+    # does not depend on the machine's speed); it stops at the first violation and shrinks nothing, and runs the
+    # 2-process configurations only when the search found none
+    "mutants": Profile("mutants", max_examples=150, seconds=480, shrink_seconds=0, case_seconds=30, processes=12),
 }
 
 
@@ -145,17 +147,25 @@ def configs(draw: Any) -> dict[str, Any]:
 
 
 # The edges a plain draw reaches in about one case in a hundred or less (the mutation check missed each in 150):
-# - last-skip: an epoch run whose last planned window is skipped, steps counting applied updates (the final save
-#   and evaluation are still due, and the run reads no window more);
+# - last-skip: an epoch run whose last planned window is skipped, steps counting applied updates, its final step
+#   no multiple of the save and evaluation intervals (the final save and evaluation are still due, and the run
+#   reads no window more);
 # - later-pass-resume: a stream resumed, with the same arguments, from a checkpoint in its second pass;
 # - skip-schedule: a decaying schedule with skipped attempts (it advances on applied updates only);
-# - empty-window: an fp32 run of a model that takes the count whose first window has no target (its loss is 0, not
-#   0 / 0, and its update changes nothing).
+# - empty-window: an fp32 run of a regression model that takes the count whose first window has no target (its loss
+#   is 0, not 0 / 0, and its update changes nothing).
 FOCUS = ("last-skip", "later-pass-resume", "skip-schedule", "empty-window")
 
 
 def _windows_per_pass(config: dict[str, Any]) -> int:
     return math.ceil(math.ceil(len(config["targets"]) / config["batch_size"]) / config["ga"])
+
+
+def _off(step: int, interval: int) -> int:
+    """The first interval from `interval` on that `step` is no multiple of (any, when `step` is 0)."""
+    while step and step % interval == 0:
+        interval += 1
+    return interval
 
 
 def _focus(config: dict[str, Any], focus: str) -> dict[str, Any]:
@@ -167,9 +177,18 @@ def _focus(config: dict[str, Any], focus: str) -> dict[str, Any]:
         out.update(count_skipped_steps=False, eval="steps", eval_steps=max(2, out["eval_steps"]))
         if out["max_steps"]:  # a max_steps draw becomes an epoch run of as many whole passes
             out.update(max_steps=0, epochs=max(1, min(3, math.ceil(out["max_steps"] / _windows_per_pass(out)))))
-        last = math.ceil(out["epochs"] * _windows_per_pass(out)) - 1
-        out["save_steps"] = max(2, out["save_steps"])
-        out["inject"] = sorted({i for i in out["inject"] if i < last} | {last})
+        # every micro-batch holds a target: an inf on the loss of one without targets reaches no weight (no skip)
+        out["targets"] = [max(1, t) for t in out["targets"]]
+        if out["epochs"] * _windows_per_pass(out) < 2:  # at least one window before the last, to be applied
+            out["epochs"] = 2
+        total = math.ceil(out["epochs"] * _windows_per_pass(out))
+        inject = sorted({i for i in out["inject"] if i < total - 1} | {total - 1})
+        out["inject"] = inject if len(inject) < total else [total - 1]
+        # the final step (the updates applied) is no multiple of the intervals: only the end of training saves and
+        # evaluates there
+        final = total - len(out["inject"])
+        out["save_steps"] = _off(final, max(2, out["save_steps"]))
+        out["eval_steps"] = _off(final, out["eval_steps"])
         out["resume"] = None
     elif focus == "later-pass-resume":
         per_pass = _windows_per_pass(out)
@@ -183,10 +202,12 @@ def _focus(config: dict[str, Any], focus: str) -> dict[str, Any]:
         out.update(fp16=True, schedule="linear", max_grad_norm=1e9)
         out["inject"] = out["inject"] or [0]
     elif focus == "empty-window":
-        model = out["model"] if out["model"] in ("reg_kw", "reg_func", "llama_lm") else "reg_kw"
+        # the regression models: a causal LM's gradient over ignored targets is 0 even when divided by 0
+        model = out["model"] if out["model"] in ("reg_kw", "reg_func") else ("reg_kw", "reg_func")[out["ga"] % 2]
         first = out["batch_size"] * out["ga"]
         targets = [0] * min(first, len(out["targets"])) + out["targets"][first:]
-        out.update(model=model, targets=targets, fp16=False, inf_from=None, wrap=None)
+        # no callback: one may stop the run or the epoch before the window is read
+        out.update(model=model, targets=targets, fp16=False, inf_from=None, wrap=None, callback=None)
         out["inject"] = [i for i in out["inject"] if i > 0]  # the first window's loss is its own
     return out
 

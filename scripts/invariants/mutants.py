@@ -121,6 +121,20 @@ MUTANTS: list[Mutant] = [
         "                loss = loss / self.args.gradient_accumulation_steps\n",
     ),
     Mutant(
+        "processes-count-not-shared",
+        "0014: with average_tokens_across_devices, a declared head's batch is weighted by all processes' targets",
+        TRAINER,
+        "num_targets = num_targets * (self.accelerator.num_processes // self.get_tp_size())",
+        "num_targets = num_targets",
+    ),
+    Mutant(
+        "process-without-targets-left-out",
+        "0015: on several processes, one without targets in a window adds 0 to the logged loss",
+        TRAINER,
+        'num_targets_in_window = self.accelerator.reduce(num_targets_in_window, reduction="sum")',
+        "num_targets_in_window = num_targets_in_window",
+    ),
+    Mutant(
         "nan-window-kept",
         "0015: a window with a NaN loss is left out of the logged loss",
         TRAINER,

@@ -95,7 +95,10 @@ def test_the_edges_drawn_on_purpose_hold_what_they_aim_at():
     base.update(resume=None, max_grad_norm=0.0)
     last = draw._focus(base, "last-skip")  # 5 samples, batch 2, GA 2: 2 windows a pass; max_steps 5 -> 3 passes
     assert (last["max_steps"], last["epochs"], last["fp16"], last["streamed"]) == (0, 3, True, False)
-    assert last["inject"] == [1, 5] and last["save"] == "steps" and last["save_steps"] == 2
+    # 6 windows, 2 skipped: the final step 4 is no multiple of the intervals, so only the end of training is due there
+    assert last["inject"] == [1, 5] and last["save"] == "steps" and (last["save_steps"], last["eval_steps"]) == (3, 3)
+    one = draw._focus({**base, "max_steps": 0, "epochs": 1, "targets": [1, 2], "inject": [0, 3]}, "last-skip")
+    assert (one["epochs"], one["inject"]) == (2, [1])  # one window a pass: two passes, the first one applied
     assert last["count_skipped_steps"] is False and last["eval"] == "steps" and last["callback"] is None
     later = draw._focus(base, "later-pass-resume")
     assert later["streamed"] and later["save_steps"] == 3 and later["max_steps"] == 5 and later["callback"] is None
@@ -104,6 +107,8 @@ def test_the_edges_drawn_on_purpose_hold_what_they_aim_at():
     assert sched["fp16"] and sched["schedule"] == "linear" and sched["inject"] == [0]
     empty = draw._focus({**base, "model": "bert_cls", "fp16": True}, "empty-window")
     assert empty["model"] == "reg_kw" and empty["targets"] == [0, 0, 0, 0, 1] and not empty["fp16"]
+    assert empty["callback"] is None
+    assert draw._focus({**base, "model": "llama_lm", "ga": 1}, "empty-window")["model"] == "reg_func"
     assert empty["inject"] == [7, 1]  # no fault on the first window, whose loss is its own
     assert base["inject"] == [7, 1] and base["fp16"] is False  # the drawn configuration is left as it was
 

@@ -28,8 +28,9 @@ an epoch or the run, a resume with the same or other arguments), runs each on ti
 each tree, and checks named invariants whose expected values come from a plain PyTorch reference, closed-form
 schedules and the faults the harness injected (see docs/invariants.md). A violation is shrunk to a minimal
 configuration and printed with the tree and one command that replays it. Declared limitations
-(scripts/invariants/declared.py) are reported apart. The worker is the package scripts/invariants/, run in the
-pinned venv.
+(scripts/invariants/declared.py) are reported apart. After the search, each tree runs the profile's configurations
+on 2 CPU processes (gloo; 12 for ci): the gradient and the logged loss of every window when one process has fewer
+targets or none (`processes-*`). The worker is the package scripts/invariants/, run in the pinned venv.
 
 --tree release (5.24.0), series (the manifest's whole series), path:DIR (a checkout); default: release, then
 series. A search states its coverage (examples per tree, and per invariant the examples that gave it something to

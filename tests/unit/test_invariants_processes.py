@@ -1,0 +1,128 @@
+"""scripts/invariants/processes.py without launching processes (needs torch for the sample identities: run it with
+`python3 scripts/series.py selftest`): the configurations drawn, a replay checked, and the judge on synthetic
+records of 2 processes: the objective with and without `average_tokens_across_devices`, a process without targets,
+the logged mean over several steps, the window content, and a failed run."""
+
+import pytest
+
+
+pytest.importorskip("torch", reason="needs torch: run it with `python3 scripts/series.py selftest`")
+
+from invariants import models, processes  # noqa: E402
+
+
+def test_configs_are_reproducible_and_cover_what_they_claim():
+    configs = processes.configs(0, 12)
+    assert configs == processes.configs(0, 12) and configs != processes.configs(1, 12)
+    assert {c["model"] for c in configs} == set(processes.MODELS)
+    assert {c["average_tokens"] for c in configs} == {True, False}
+    for i, config in enumerate(configs):
+        assert processes.check_config(config) is config
+        b, ga = config["batch_size"], config["ga"]
+        if i % 2 == 0:  # the second process holds no target in the first window (i % 4 == 0) or the last
+            first = 0 if i % 4 == 0 else (config["windows"] - 1) * ga * 2
+            second = [s for m in range(ga) for s in range((first + 2 * m + 1) * b, (first + 2 * m + 2) * b)]
+            assert all(config["targets"][s] == 0 for s in second)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"processes": 3}, "processes: 2 only"),
+        ({"model": "bert_cls"}, "model: one of"),
+        ({"ga": 0}, "ga: a positive integer"),
+        ({"targets": [1]}, "targets: batch_size * ga * processes * windows"),
+        ({"extra": 1}, "has the keys"),
+    ],
+)
+def test_a_replayed_configuration_is_checked(change, message):
+    config = {**processes.configs(0, 1)[0], **change}
+    with pytest.raises(ValueError, match=message.replace("*", r"\*")):
+        processes.check_config(config)
+
+
+def _config(average_tokens, logging=1, windows=1):
+    # batch 1, accumulation 1: window j holds samples 2j (process 0) and 2j + 1 (process 1)
+    return {
+        "processes": 2,
+        "model": "reg_kw",
+        "targets": [2, 0] * windows,
+        "seq_len": 2,
+        "batch_size": 1,
+        "ga": 1,
+        "windows": windows,
+        "logging": logging,
+        "average_tokens": average_tokens,
+    }
+
+
+def _part(sample, grad, loss, targets, observed):
+    return {
+        "samples": [[sample]],
+        "grad": observed,
+        "ref_grad": grad,
+        "ref_loss": loss,
+        "targets": targets,
+        "over_targets": True,
+        "grad_terms": 1.0,
+    }
+
+
+def _record(config, observed, logs):
+    """Process 0 has 2 targets (its mean loss 3, gradient [1, 2]), process 1 none (0 and [0, 0]) in every window."""
+    canonical = models.canonical(config)
+    mean = {0: ([1.0, 2.0], 3.0, 2), 1: ([0.0, 0.0], 0.0, 0)}  # gradient, loss and targets of each process
+    return {
+        rank: {
+            "attempts": [_part(canonical[2 * j + rank], *mean[rank], g) for j, g in enumerate(observed)],
+            "logs": logs,
+            "error": None,
+        }
+        for rank in (0, 1)
+    }
+
+
+def test_without_average_tokens_a_process_without_targets_adds_zero():
+    config = _config(False)
+    broken, checked = processes.judge(config, _record(config, [[0.5, 1.0]], [[1, 1.5]]))
+    assert broken == {} and "processes-gradient" in checked
+    # the mean over the process that has targets only: twice the objective
+    broken, _ = processes.judge(config, _record(config, [[1.0, 2.0]], [[1, 3.0]]))
+    assert set(broken) == {"processes-gradient", "processes-logged-loss"}
+    assert "objective's 1.5" in broken["processes-logged-loss"][0]
+
+
+def test_with_average_tokens_the_mean_is_over_every_process_targets():
+    config = _config(True)
+    assert processes.judge(config, _record(config, [[1.0, 2.0]], [[1, 3.0]]))[0] == {}
+    assert set(processes.judge(config, _record(config, [[0.5, 1.0]], [[1, 1.5]]))[0]) == {
+        "processes-gradient",
+        "processes-logged-loss",
+    }
+
+
+def test_a_log_over_several_steps_is_the_mean_of_their_objectives():
+    config = _config(False, logging=2, windows=2)
+    assert processes.judge(config, _record(config, [[0.5, 1.0]] * 2, [[2, 1.5]]))[0] == {}
+    broken, _ = processes.judge(config, _record(config, [[0.5, 1.0]] * 2, []))
+    assert broken["processes-logged-loss"] == ["step 2: logged loss None, the objective's 1.5 (the mean of steps 1-2)"]
+
+
+def test_the_window_content_comes_from_the_schedule():
+    config = _config(False, windows=2)
+    record = _record(config, [[0.5, 1.0]] * 2, [[1, 1.5], [2, 1.5]])
+    record[1]["attempts"][0]["samples"] = [[models.canonical(config)[3]]]  # the second window's sample, read early
+    broken, _ = processes.judge(config, record)
+    assert list(broken) == ["processes-window-content"]
+    record[1]["attempts"].pop()
+    assert "optimizer steps per process [2, 1]" in processes.judge(config, record)[0]["processes-window-content"][0]
+
+
+def test_a_failed_run_is_a_violation():
+    config = _config(False)
+    assert processes.judge(config, {"error": "the 2-process run exited 1: boom"})[0] == {
+        "processes-completes": ["the run failed: the 2-process run exited 1: boom"]
+    }
+    record = _record(config, [[0.5, 1.0]], [[1, 1.5]])
+    record[1]["error"] = "RuntimeError: x"
+    assert processes.judge(config, record)[0] == {"processes-completes": ["the run failed: RuntimeError: x"]}
