@@ -16,19 +16,20 @@ The logged loss is the mean of those objectives over the steps since the last lo
 the reference (`reference.window` on its own micro-batches, at the weights before the update); the parent combines
 them.
 
-The parent runs every configuration in one `torch.distributed.run` of 2 processes (one import of transformers each):
-`python -m invariants.processes RUN.json OUT_DIR` is the program each process runs.
+The parent runs every configuration in one launch of 2 processes (one import of transformers each), with the
+variables `torch.distributed.run` would set: `python -m invariants.processes RUN.json OUT_DIR` is the program each
+process runs.
 """
 
 import json
 import math
 import os
 import random
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,43 +105,54 @@ def _free_port() -> int:
 
 
 def run(configs: list[dict[str, Any]], timeout: float) -> list[dict[Any, Any]]:
-    """Each process's record of each configuration: [{rank: record}] (an `error` record when the run failed)."""
+    """Each process's record of each configuration: [{rank: record}] (an `error` record when the run failed).
+
+    The processes are started here, in this process's group (the tool stops the worker's whole group on Ctrl-C or
+    its time limit), with the variables `torch.distributed.run` would set; past `timeout` they are killed."""
     with tempfile.TemporaryDirectory(prefix="invariants-processes-") as tmp:
         folder = Path(tmp)
         (folder / "run.json").write_text(json.dumps({"configs": configs, "timeout": timeout}), encoding="utf-8")
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            f"--nproc_per_node={PROCESSES}",
-            f"--master_port={_free_port()}",
-            "-m",
-            "invariants.processes",
-            str(folder / "run.json"),
-            str(folder),
-        ]
-        env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-        proc = subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
+        port = _free_port()
+        procs = []
+        for rank in range(PROCESSES):
+            env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", MASTER_ADDR="127.0.0.1")
+            env.update(MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(PROCESSES))
+            env.update(LOCAL_WORLD_SIZE=str(PROCESSES))
+            with open(folder / f"rank{rank}.log", "w", encoding="utf-8") as log:
+                command = [sys.executable, "-m", "invariants.processes", str(folder / "run.json"), str(folder)]
+                procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
+        failure = None
         try:
-            output, _ = proc.communicate(timeout=timeout + 30)
-            failure = None if proc.returncode == 0 else f"the 2-process run exited {proc.returncode}"
+            deadline = time.monotonic() + timeout + 30
+            for proc in procs:
+                code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                if code and failure is None:
+                    failure = f"process {procs.index(proc)} exited {code}"
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            failure = f"the 2-process run took more than {timeout + 30:.0f}s"
+            failure = f"the 2 processes took more than {timeout + 30:.0f}s"
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
         records: list[dict[Any, Any]] = [{} for _ in configs]
         for rank in range(PROCESSES):
             path = folder / f"rank{rank}.json"
             done = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
             for i, record in enumerate(done):
                 records[i][rank] = record
+        tail = " | ".join(_what_ended(folder / f"rank{rank}.log") for rank in range(PROCESSES))
         for by_rank in records:
             if len(by_rank) < PROCESSES:
-                tail = (output or "").strip().splitlines()[-3:]
-                by_rank["error"] = f"{failure or 'a process gave no record'}: {' | '.join(tail)}"
+                by_rank["error"] = f"{failure or 'a process gave no record'}: {tail}"
         return records
+
+
+def _what_ended(log: Path) -> str:
+    """The line of a process's output that says how it ended: its error, or its guard's timeout, else its last."""
+    lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    told = [line for line in lines if line.startswith("Timeout (") or "Error" in line.split(":", 1)[0]]
+    return (told or lines or ["no output"])[-1]
 
 
 def _objective(config: dict[str, Any], parts: list[dict[str, Any]]) -> tuple[list[float], float]:
@@ -296,7 +308,8 @@ def _rank_main(run_file: str, out_dir: str) -> None:
     for i, config in enumerate(spec["configs"]):
         records.append(_train_one(config, os.path.join(out_dir, f"case{i}")))
         # written after each configuration: a later hang keeps the earlier records
-        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(records), encoding="utf-8")
+        Path(out_dir, f"rank{rank}.part").write_text(json.dumps(records), encoding="utf-8")
+        os.replace(Path(out_dir, f"rank{rank}.part"), Path(out_dir, f"rank{rank}.json"))
         torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     sys.stdout.flush()

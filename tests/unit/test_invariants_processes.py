@@ -126,3 +126,13 @@ def test_a_failed_run_is_a_violation():
     record = _record(config, [[0.5, 1.0]], [[1, 1.5]])
     record[1]["error"] = "RuntimeError: x"
     assert processes.judge(config, record)[0] == {"processes-completes": ["the run failed: RuntimeError: x"]}
+
+
+def test_a_failed_process_is_told_by_its_error_or_its_timeout(tmp_path):
+    log = tmp_path / "rank0.log"
+    log.write_text('Traceback:\n  File "x.py", line 1\nRuntimeError: gloo: connection closed\n\n', encoding="utf-8")
+    assert processes._what_ended(log) == "RuntimeError: gloo: connection closed"
+    log.write_text('Timeout (0:03:00)!\nThread 0x1:\n  File "<frozen runpy>", line 88\n', encoding="utf-8")
+    assert processes._what_ended(log) == "Timeout (0:03:00)!"
+    log.write_text("", encoding="utf-8")
+    assert processes._what_ended(log) == "no output"
