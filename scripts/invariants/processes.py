@@ -186,7 +186,7 @@ def judge(config: dict[str, Any], record: dict[Any, Any]) -> tuple[dict[str, lis
             f"optimizer steps per process {attempts}, {config['windows']} windows expected"
         )
     logs = {int(step): loss for step, loss in ranks[0]["logs"]}
-    losses: list[float] = []
+    losses: list[float | None] = []
     for j in range(min(attempts)):
         parts = [r["attempts"][j] for r in ranks]
         seen = sorted(s for p in parts for micro in p["samples"] for s in micro)
@@ -205,16 +205,19 @@ def judge(config: dict[str, Any], record: dict[Any, Any]) -> tuple[dict[str, lis
                 broken.setdefault("processes-gradient", []).append(
                     f"window {j}, process {rank}: gradient off by {worst:.3g} (norm {got:.6g}, objective's {norm:.6g})"
                 )
-        losses.append(loss)
+        # a mean over targets leaves a window out of the log when no process has a target in it (0015)
+        losses.append(None if parts[0]["over_targets"] and not sum(p["targets"] for p in parts) else loss)
     # a log every `logging` steps (1, or the whole run): the mean of the objectives of the windows since the last one
+    # that are kept, NaN when none is
     for step in range(config["logging"], len(losses) + 1, config["logging"]):
-        since = losses[step - config["logging"] : step]
-        loss = sum(since) / len(since)
+        kept = [x for x in losses[step - config["logging"] : step] if x is not None]
+        loss = sum(kept) / len(kept) if kept else math.nan
         logged = logs.get(step)
-        if logged is None or not abs(logged - loss) <= LOSS_ATOL + 1e-5 * abs(loss):
+        both_nan = logged is not None and math.isnan(logged) and math.isnan(loss)
+        if not both_nan and (logged is None or not abs(logged - loss) <= LOSS_ATOL + 1e-5 * abs(loss)):
             broken.setdefault("processes-logged-loss", []).append(
                 f"step {step}: logged loss {logged}, the objective's {loss:.6g} "
-                f"(the mean of steps {step - len(since) + 1}-{step})"
+                f"(the mean of the {len(kept)} window(s) kept of steps {step - config['logging'] + 1}-{step})"
             )
     return broken, checked
 

@@ -105,7 +105,25 @@ def test_a_log_over_several_steps_is_the_mean_of_their_objectives():
     config = _config(False, logging=2, windows=2)
     assert processes.judge(config, _record(config, [[0.5, 1.0]] * 2, [[2, 1.5]]))[0] == {}
     broken, _ = processes.judge(config, _record(config, [[0.5, 1.0]] * 2, []))
-    assert broken["processes-logged-loss"] == ["step 2: logged loss None, the objective's 1.5 (the mean of steps 1-2)"]
+    assert broken["processes-logged-loss"] == [
+        "step 2: logged loss None, the objective's 1.5 (the mean of the 2 window(s) kept of steps 1-2)"
+    ]
+
+
+def test_a_window_without_targets_on_any_process_is_left_out_of_the_log():
+    config = {**_config(False, logging=2, windows=2), "targets": [2, 0, 0, 0]}
+    record = _record(config, [[0.5, 1.0], [0.0, 0.0]], [[2, 1.5]])
+    for rank in (0, 1):  # the second window: no target on either process
+        record[rank]["attempts"][1].update(ref_grad=[0.0, 0.0], ref_loss=0.0, targets=0)
+    assert processes.judge(config, record)[0] == {}
+    record[0]["logs"] = [[2, 0.75]]  # the empty window averaged in
+    assert "objective's 1.5" in processes.judge(config, record)[0]["processes-logged-loss"][0]
+    config = {**config, "targets": [0, 0, 0, 0], "logging": 1}
+    record = _record(config, [[0.0, 0.0]] * 2, [[1, float("nan")], [2, float("nan")]])
+    for rank in (0, 1):
+        for attempt in record[rank]["attempts"]:
+            attempt.update(ref_grad=[0.0, 0.0], ref_loss=0.0, targets=0)
+    assert processes.judge(config, record)[0] == {}  # a log of windows all left out is NaN
 
 
 def test_the_window_content_comes_from_the_schedule():
