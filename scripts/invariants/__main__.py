@@ -68,20 +68,14 @@ def _versions() -> dict[str, Any]:
     }
 
 
-class _Broken(dict):
-    """What one configuration broke, and `checked`: the invariants it gave something to check (as `judges.Verdict`)."""
-
-    checked: frozenset = frozenset()
-
-
-def _two_process_runner(configs: list[dict[str, Any]], profile: Any) -> list[_Broken]:
+def _two_process_runner(configs: list[dict[str, Any]], profile: Any) -> list[judges.Verdict]:
     # about a second a configuration and 5 for the launch on 2 cores: a hung collective ends the run well before
     # the worker's own timeout
     records = processes.run(configs, timeout=10 * len(configs) + 60)
     out = []
     for config, record in zip(configs, records, strict=True):
         found, checked = processes.judge(config, record)
-        broken = _Broken(found)
+        broken = judges.Verdict(found)
         broken.checked = frozenset(checked)
         out.append(broken)
     return out
