@@ -32,6 +32,8 @@ TARGET_KEYS = {
     "issues": False,
     "test_homes": False,
     "saved_state": False,
+    "releases": False,
+    "companions": False,
 }
 REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
 # What a `downstream` scenario's outcome holds, in the order differences are reported. A declaration without
@@ -84,6 +86,11 @@ class Target:
     # patch -> the differences it intends in `downstream` scenarios ([targets.<name>.downstream]): a list of
     # {"scenarios": [glob patterns], "reason": one line, "fields": [outcome fields it may change]}
     downstream: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # other releases of the package whose sdist hash the manifest knows ([targets.<name>.releases]): version -> sha256
+    releases: dict[str, str] = field(default_factory=dict)
+    # a release of this package -> the version of each companion (`verify_with`) its users get
+    # ([targets.<name>.companions]); a base of a version not listed gets the companions' pinned versions
+    companions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def patch_path(self, name: str) -> Path:
         return self.patch_dir / name
@@ -192,8 +199,54 @@ def load(path: str | Path) -> Manifest:
             issues=_issues(path, name, table.get("issues", {}), patches),
             test_homes=_test_homes(path, name, table.get("test_homes", {}), tests),
             saved_state=_saved_state(path, name, table.get("saved_state", {})),
+            releases=_releases(path, name, table.get("releases", {}), str(table["version"])),
+            companions=_companions(path, name, table.get("companions", {}), list(verify_with)),
         )
+    for target in targets.values():
+        for version, pins in target.companions.items():
+            for other, other_version in pins.items():
+                known = targets[other]
+                if other_version != known.version and other_version not in known.releases:
+                    raise SeriesError(
+                        f"manifest {path}: [targets.{target.name}.companions] {version!r} names {other} "
+                        f"{other_version}, whose sha256 is neither the pin nor in [targets.{other}.releases]"
+                    )
     return Manifest(path=path, targets=targets)
+
+
+VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([.-]?(a|b|rc|dev|post)[0-9]*)*$")
+
+
+def _releases(path: Path, name: str, table: object, pinned: str) -> dict[str, str]:
+    """Validate `[targets.<name>.releases]`: version -> sha256 of its sdist, for releases other than the pin."""
+    where = f"manifest {path}: [targets.{name}.releases]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of "version" = "sha256"')
+    for version, digest in table.items():
+        if not VERSION.match(version) or version == pinned:
+            raise SeriesError(f"{where}: {version!r} is not a release version other than the pinned {pinned}")
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise SeriesError(f"{where}: {version!r}: the sha256 is not 64 lowercase hex digits")
+    return dict(table)
+
+
+def _companions(path: Path, name: str, table: object, verify_with: list[str]) -> dict[str, dict[str, str]]:
+    """Validate `[targets.<name>.companions]`: version -> {companion target: its version}, for `verify_with`
+    targets."""
+    where = f"manifest {path}: [targets.{name}.companions]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of "version" = {{ companion = "version" }}')
+    for version, pins in table.items():
+        if not VERSION.match(version):
+            raise SeriesError(f"{where}: {version!r} is not a release version")
+        if not isinstance(pins, dict) or not pins:
+            raise SeriesError(f"{where}: {version!r} must map to a table of companion = \"version\"")
+        for other, other_version in pins.items():
+            if other not in verify_with:
+                raise SeriesError(f"{where}: {version!r} names {other!r}, which is not in verify_with")
+            if not isinstance(other_version, str) or not VERSION.match(other_version):
+                raise SeriesError(f"{where}: {version!r}: {other} {other_version!r} is not a release version")
+    return {version: dict(pins) for version, pins in table.items()}
 
 
 def _known_keys(path: Path, where: str, table: dict[str, Any], known: Iterable[str]) -> None:
