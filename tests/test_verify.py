@@ -325,13 +325,19 @@ def test_the_last_stage_says_what_runs_before_it_starts(fake, test_python):
     fake.manifest.write_text(text, encoding="utf-8")
     proc = fake.run("verify", "--python", test_python)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    stage = [line for line in proc.stderr.splitlines() if line.startswith("series: [fake + patched other]")]
+    stage = [line for line in proc.stderr.splitlines() if line.startswith("series: [fake + patched other 1.0]")]
     assert stage[0].startswith(
-        "series: [fake + patched other] last stage: the 1 new test file of fake (2 tests) once more, with the "
-        "patched sources of other first on PYTHONPATH, in one pytest run"
+        "series: [fake + patched other 1.0] last stage: the 1 new test file of fake (2 tests) once more, with the "
+        "patched sources of other 1.0 first on PYTHONPATH, in one pytest run"
     )
-    assert stage[1].startswith("series: [fake + patched other] green 2/0 passed/skipped (")
-    assert "fake + patched other: ok, 2 passed, 0 skipped, 0 failed" in proc.stdout
+    assert stage[1].startswith("series: [fake + patched other 1.0] green 2/0 passed/skipped (")
+    assert "fake + patched other 1.0: ok, 2 passed, 0 skipped, 0 failed" in proc.stdout
+    # the first line names the world of the verdict: the base, the companion (released and patched), torch, Python
+    first = proc.stdout.splitlines()[0]
+    assert (
+        first.startswith("verify: fake on fakepkg 1.0 sdist (sha256 ") and " with fakepkg 1.0 (released and " in first
+    )
+    assert "patched; the pin), torch " in first and ", Python 3." in first
 
 
 def test_a_patch_number_in_several_targets_needs_target(fake, test_python):

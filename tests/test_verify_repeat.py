@@ -133,11 +133,11 @@ def test_the_companion_stage_is_repeated_too(fake, test_python):
     (companion,) = data["companions"]
     assert (companion["green"], companion["status"]) == (False, "flaky")
     assert companion["run"]["flaky"] == [{"test": COUNTED_TEST, "failed": 1}]
-    line = next(line for line in proc.stdout.splitlines() if line.startswith("fake + patched other: "))
-    assert line.startswith(f"fake + patched other: FLAKY ({COUNTED_TEST} failed in 1 of 2 runs; log ")
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("fake + patched other 1.0: "))
+    assert line.startswith(f"fake + patched other 1.0: FLAKY ({COUNTED_TEST} failed in 1 of 2 runs; log ")
     assert line.endswith("(1 of 2 runs green)")
-    assert "series: [fake + patched other] run 2/2: failed (" in proc.stderr
-    assert "- `fake + patched other`: all the tests: flaky (green in 1 of 2 runs)" in summary.read_text("utf-8")
+    assert "series: [fake + patched other 1.0] run 2/2: failed (" in proc.stderr
+    assert "- `fake + patched other 1.0`: all the tests: flaky (green in 1 of 2 runs)" in summary.read_text("utf-8")
 
 
 def test_how_runs_combine():

@@ -282,10 +282,17 @@ def markdown(report: JSON) -> str:
         head += " on " + ", ".join(f"{t['name']} {t['base']['describe']} at `{t['base']['commit']}`" for t in moved)
     lines = [head, ""]
     tools = report.get("tools") or {}
-    lines += ["| target | base | commit |", "|---|---|---|"]
+    lines += ["| target | base | commit | judged with |", "|---|---|---|---|"]
     for target in report["targets"]:
         base = target["base"]
-        lines.append(f"| {target['name']} | {_cell(base['describe'])} | `{(base.get('commit') or '')[:12]}` |")
+        companions = ", ".join(
+            f"{other['name']} {other['version']} (released{' and patched' if other.get('patched') else ''})"
+            for other in target.get("with", [])
+        )
+        lines.append(
+            f"| {target['name']} | {_cell(base['describe'])} | `{(base.get('commit') or '')[:12]}` "
+            f"| {_cell(companions or '-')} |"
+        )
     lines += [
         "",
         f"Device `{report['device']}`, torch {tools.get('torch')}, Python {tools.get('python')}, "

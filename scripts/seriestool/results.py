@@ -138,10 +138,13 @@ class CompanionResult:
     companions: list[str]  # the companion targets' names
     label: str
     run: PytestRun
+    blocked: str | None = None  # why the companions' patches do not go in on the release judged (nothing run)
 
     @property
     def green(self) -> bool:
-        return self.run.status == RunStatus.GREEN
+        """Green, or blocked: a companion release the companions' own patches do not go in is their news, not a
+        failure of this target's patches."""
+        return self.blocked is not None or self.run.status == RunStatus.GREEN
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,7 +152,8 @@ class CompanionResult:
             "with": self.companions,
             "label": self.label,
             "green": self.green,
-            "status": self.run.status,
+            "status": "blocked" if self.blocked else self.run.status,
+            "blocked": self.blocked,
             "run": asdict(self.run),
         }
 

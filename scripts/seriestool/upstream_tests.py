@@ -178,6 +178,7 @@ def run(
     timeout: float | None,
     declared: Sequence[tuple[str, str, str]] = (),
     diffs: Mapping[str, Path] | None = None,
+    extra_paths: Sequence[StrPath] = (),
 ) -> UpstreamTestsResult:
     """Run the target's `upstream_tests` from `spec` on each of `commits` ({"base": id, "series": id}) of
     the scratch repository; `declared`: the (patch, test, reason) declarations that count (see `declarations`);
@@ -210,6 +211,7 @@ def run(
         "timeout": timeout,
         "expect": RunStatus.GREEN,
         "extra_env": ENV,
+        "extra_paths": extra_paths,
     }
     for state in commits:
         ctx.log(f"[{target.name} upstream tests] {len(files)} file(s) on the {state}")

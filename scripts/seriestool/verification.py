@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import base as base_mod
+from . import companions as companions_mod
 from . import patchfile, placement, reports, upstream_tests
 from .am import am_series
 from .base import BaseSpec
@@ -39,6 +40,8 @@ class Runs:
     timeout: int
     cache: RunCache | None = None
     repeat: int = 1
+    # the released companions' sources, first on PYTHONPATH after the target's own (companions.py)
+    paths: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -50,6 +53,10 @@ class Verification:
     results: list[PatchResult] = field(default_factory=list)
     companions: list[CompanionResult] = field(default_factory=list)
     upstream_tests: list[UpstreamTestsResult] = field(default_factory=list)
+    # target name -> the companions its patches were judged with
+    environment: dict[str, list[companions_mod.CompanionTrees]] = field(default_factory=dict)
+    # what every run of the verdict used: pyenv.describe's answer (python, torch, ...)
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -70,13 +77,17 @@ def verify_all(
     spec_text: str,
     only: set[str] | None = None,
     upstream: tuple[Target, str] | None = None,
+    chosen: dict[str, str] | None = None,
+    info: dict[str, Any] | None = None,
 ) -> Verification:
-    """Each target's patches on the base `spec` (written `spec_text`), in a scratch checkout each; then, when every
-    patch was checked (`only` None), each target with its companions; then upstream's tests (`upstream`: the target
-    and its `--upstream-tests` spec, or None)."""
-    found = Verification()
+    """Each target's patches on the base `spec` (written `spec_text`), in a scratch checkout each, with the released
+    companions its users get (`chosen`: the versions --with names); then, when every patch was checked (`only`
+    None), each target with its companions' patches; then upstream's tests (`upstream`: the target and its
+    `--upstream-tests` spec, or None). `info`: pyenv.describe's answer for the interpreter, named in the verdict."""
+    found = Verification(info=dict(info or {}))
     scratch: dict[str, tuple[Repo, str]] = {}
     tops: dict[str, str] = {}
+    target_runs: dict[str, Runs] = {}
     for target in targets:
         repo, base = prepare_scratch(ctx, target, spec)
         scratch[target.name] = (repo, base)
@@ -99,12 +110,21 @@ def verify_all(
                 "notes": notes,
             }
         )
+        trees = environment(ctx, target, version, chosen or {}, runs)
+        found.environment[target.name] = trees
+        entry = found.targets[-1]
+        entry["with"] = [tree.to_json() for tree in trees]
+        target_runs[target.name] = Runs(
+            python=runs.python,
+            device=runs.device,
+            timeout=runs.timeout,
+            cache=runs.cache,
+            repeat=runs.repeat,
+            paths=tuple(tree.released for tree in trees),
+        )
+        # The first line: the world the verdict is about (the base, its companions, torch and Python).
+        ctx.out(first_line(target, spec, base, version, trees, found.info))
         if spec.kind != "sdist":
-            # The first line of a run on a moved base (the nightly job's on upstream main): what it judged.
-            ctx.out(
-                f"verify: {target.name} on {spec.describe(target)}, commit {base} "
-                f"({target.package} {version or 'of no declared version'})"
-            )
             if older:
                 line = (
                     f"the base is {target.package} {version}, older than the pinned {target.version}: the series was "
@@ -112,22 +132,28 @@ def verify_all(
                 )
                 ctx.out(f"note: {line}")
                 notes.append(line)
-            check_base_imports(ctx, target, repo, base, runs)
+            check_base_imports(ctx, target, repo, base, target_runs[target.name])
         if not target.patches:
             ctx.out(f"no patches for {target.name}: nothing to verify")
             continue
-        found.results += verify_target(ctx, target, repo, base, runs, only=only, spec=spec, notes=notes)
+        found.results += verify_target(
+            ctx, target, repo, base, target_runs[target.name], only=only, spec=spec, notes=notes
+        )
         tops[target.name] = repo.out("rev-parse", "HEAD")
     if only is None:
         for target in targets:
-            companion = verify_with_companions(ctx, target, found.results, scratch, runs)
+            companion = verify_with_companions(
+                ctx, target, found.results, scratch, runs, found.environment.get(target.name, [])
+            )
             if companion is not None:
                 found.companions.append(companion)
     if upstream is not None:
         target, text = upstream
         repo, base = scratch[target.name]
         commits = {"base": base, "series": tops.get(target.name, base)}
-        common: dict[str, Any] = {"python": runs.python, "device": runs.device, "timeout": runs.timeout}
+        own = target_runs.get(target.name, runs)
+        common: dict[str, Any] = {"python": own.python, "device": own.device, "timeout": own.timeout}
+        common["extra_paths"] = own.paths
         # Only the declarations of patches that went in count: a patch left out (a conflict, already upstream)
         # changes no test.
         applied = [res.name for res in found.results if res.target == target.name and res.applies]
@@ -158,6 +184,7 @@ def verify_target(
 
     def run_red(files: list[str], stem: Path) -> PytestRun:
         common: dict[str, Any] = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
+        common["extra_paths"] = runs.paths
         common.update(files=files, device=device, timeout=timeout, say=prefixed(ctx.log, f"{where} red"))
         return run_pytest(log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, **common)
 
@@ -225,7 +252,7 @@ def verify_target(
             repo.reset_hard(prev)
             repo.run("checkout", commit, "--", *added)
             common = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
-            common.update(files=res.test_files, device=device, timeout=timeout)
+            common.update(files=res.test_files, device=device, timeout=timeout, extra_paths=runs.paths)
             red_say = prefixed(ctx.log, f"{where} red")
             res.red = cached_pytest(cache, log_stem=Path(f"{stem}.red"), expect=RunStatus.RED, say=red_say, **common)
             ctx.log(f"{where} red: {_progress(res.red, 'failed', 'total')}")
@@ -291,6 +318,7 @@ def release_red(ctx: Context, target: Target, name: str, runs: Runs, logs: Path)
         timeout=runs.timeout,
         log_stem=logs / f"{name.removesuffix('.patch')}.release-red",
         expect=RunStatus.RED,
+        extra_paths=runs.paths,
         say=prefixed(ctx.log, where),
     )
     repo.reset_hard("HEAD")
@@ -373,7 +401,7 @@ def check_base_imports(ctx: Context, target: Target, repo: Repo, base: str, runs
     name = base_mod.import_name(target)
     if not (source / name).is_dir():
         return
-    env = dict(os.environ, PYTHONPATH=str(source), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [source, *runs.paths])), PYTHONUNBUFFERED="1")
     for key in ("PYTHONSTARTUP", "PYTHONHOME"):
         env.pop(key, None)
     if runs.device == "cpu":
@@ -409,27 +437,90 @@ def check_base_imports(ctx: Context, target: Target, repo: Repo, base: str, runs
     )
 
 
+def environment(
+    ctx: Context, target: Target, version: str | None, chosen: dict[str, str], runs: Runs
+) -> list[companions_mod.CompanionTrees]:
+    """The companions `target` is judged with on a base of `version` (companions.py), their trees made, and checked
+    to be what `runs.python` imports."""
+    if not target.verify_with:
+        return []
+    pinned = {name: ctx.manifest.target(name) for name in target.verify_with}
+    trees = [
+        companions_mod.prepare(ctx, companion, pinned[companion.target.name])
+        for companion in companions_mod.choose(ctx.manifest, target, version, chosen)
+    ]
+    companions_mod.check_imported(runs.python, trees)
+    return trees
+
+
+def first_line(
+    target: Target,
+    spec: BaseSpec,
+    commit: str,
+    version: str | None,
+    trees: list[companions_mod.CompanionTrees],
+    info: dict[str, Any],
+) -> str:
+    """`verify: transformers 5.25.0 sdist (sha256 ...) with accelerate 1.16.0 (...), torch ..., Python ...`."""
+    where = spec.describe(target)
+    if spec.kind != "sdist":
+        where = f"{where}, commit {commit} ({target.package} {version or 'of no declared version'})"
+    parts = [f"verify: {target.name} on {where}"]
+    if trees:
+        parts.append(f"with {companions_mod.describe(trees)}")
+    return " ".join(parts) + f", {companions_mod.versions_line(info)}"
+
+
+def judged(found: Verification) -> str:
+    """The versions every verdict of the run was judged with: `transformers 5.25.0 + accelerate 1.16.0, torch ...`."""
+    names = []
+    for entry in found.targets:
+        base = entry.get("base", {})
+        names.append(f"{entry['name']} {base.get('version') or base.get('describe') or 'of no declared version'}")
+        names += [f"{other['name']} {other['version']}" for other in entry.get("with", [])]
+    if not names:
+        return ""
+    return " + ".join(dict.fromkeys(names)) + f", {companions_mod.versions_line(found.info)}"
+
+
 def verify_with_companions(
-    ctx: Context, target: Target, results: list[PatchResult], scratch: dict[str, tuple[Repo, str]], runs: Runs
+    ctx: Context,
+    target: Target,
+    results: list[PatchResult],
+    scratch: dict[str, tuple[Repo, str]],
+    runs: Runs,
+    trees: list[companions_mod.CompanionTrees],
 ) -> CompanionResult | None:
-    """Run all of `target`'s regression tests on its fully patched checkout with the patched sources of the
-    targets in `target.verify_with` on PYTHONPATH: the series must not depend on, nor break with, its companions.
+    """Run all of `target`'s regression tests on its fully patched checkout with the patched sources of its
+    companions (`trees`, the versions it was judged with) on PYTHONPATH: the series must not depend on, nor break
+    with, its companions' patches.
 
     Returns None when there is nothing to run."""
-    others = [ctx.manifest.target(name) for name in target.verify_with]
-    others = [other for other in others if other.name in scratch and other.patches]
     own = [res for res in results if res.target == target.name]
-    if not others or not own or not all(res.verdict == Verdict.OK for res in own):
+    if not trees or not own or not all(res.verdict == Verdict.OK for res in own):
+        return None
+    if not any(ctx.manifest.target(tree.companion.target.name).patches for tree in trees):
         return None
     repo, _ = scratch[target.name]
     files = [path for res in own for path in res.test_files]
-    paths = [scratch[other.name][0].path / other.source_dir for other in others]
-    label = f"{target.name} + patched {', '.join(other.name for other in others)}"
+    names = ", ".join(f"{tree.companion.target.name} {tree.companion.version}" for tree in trees)
+    label = f"{target.name} + patched {names}"
+    blocked = [tree.blocked for tree in trees if tree.blocked]
+    if blocked:
+        ctx.log(f"[{label}] last stage blocked: {'; '.join(blocked)}")
+        return CompanionResult(
+            target=target.name,
+            companions=[tree.companion.target.name for tree in trees],
+            label=label,
+            run=PytestRun(status=RunStatus.NO_TESTS),
+            blocked="; ".join(blocked),
+        )
+    paths = [tree.patched for tree in trees if tree.patched is not None]
     tests = sum(res.green.passed + res.green.skipped + res.green.failed for res in own if res.green is not None)
     some = f"{len(files)} new test file{'s' if len(files) != 1 else ''} of {target.name} ({tests} tests)"
     ctx.log(
-        f"[{label}] last stage: the {some} once more, with the patched sources of "
-        f"{', '.join(other.name for other in others)} first on PYTHONPATH, in one pytest run"
+        f"[{label}] last stage: the {some} once more, with the patched sources of {names} first on PYTHONPATH, "
+        "in one pytest run"
     )
     run = repeated_pytest(
         runs.cache,
@@ -447,11 +538,15 @@ def verify_with_companions(
         say=prefixed(ctx.log, f"[{label}] green"),
     )
     ctx.log(f"[{label}] {_progress(run, 'passed', 'skipped')}")
-    return CompanionResult(target=target.name, companions=[other.name for other in others], label=label, run=run)
+    return CompanionResult(
+        target=target.name, companions=[tree.companion.target.name for tree in trees], label=label, run=run
+    )
 
 
 def companion_line(companion: CompanionResult) -> str:
     """What `verify` prints about a companion stage."""
+    if companion.blocked:
+        return f"{companion.label}: blocked ({companion.blocked}): not judged, no failure of the transformers patches"
     run = companion.run
     verdict = "ok" if companion.green else f"FAIL ({run.status})"
     if run.status == RunStatus.FLAKY:
@@ -489,7 +584,9 @@ def console_lines(found: Verification, *, only: set[str] | None, duration: float
         if len(found.results) > checked:
             counted += f", {len(found.results) - checked} more not checked (--patch)"
     verdict = "OK" if found.ok else "FAILED"
-    lines.append(f"verify: {verdict} ({counted}, {duration:.1f}s, logs in {shown_path(logs)})")
+    world = judged(found)
+    counted += f"; {world};" if world else ","
+    lines.append(f"verify: {verdict} ({counted} {duration:.1f}s, logs in {shown_path(logs)})")
     return lines
 
 
@@ -502,10 +599,21 @@ def report(found: Verification, runs: Runs, info: dict[str, Any], duration: floa
         "device": runs.device,
         "repeat": runs.repeat,
         "python": str(runs.python),
-        "tools": {key: info.get(key) for key in ("python", "pytest", "ruff", "torch", "cuda")},
+        "tools": tools(found, info),
         "targets": found.targets,
         "patches": [res.to_json() for res in found.results],
         "companions": [companion.to_json() for companion in found.companions],
         "upstream_tests": [part.to_json() for part in found.upstream_tests],
         "duration_s": duration,
     }
+
+
+def tools(found: Verification, info: dict[str, Any]) -> dict[str, Any]:
+    """The JSON report's `tools`: every version the verdict was judged with (the interpreter's, each target's base
+    and each companion's)."""
+    versions: dict[str, Any] = {key: info.get(key) for key in ("python", "pytest", "ruff", "torch", "cuda")}
+    for entry in found.targets:
+        versions.setdefault(entry["name"], entry.get("base", {}).get("version"))
+        for other in entry.get("with", []):
+            versions[other["name"]] = other["version"]
+    return versions

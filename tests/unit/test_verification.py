@@ -50,6 +50,7 @@ def test_a_companion_stage():
         "label": "fake + patched other",
         "green": True,
         "status": RunStatus.GREEN,
+        "blocked": None,
         "run": companion.run.__dict__,
     }
     assert verification.companion_line(companion) == "fake + patched other: ok, 3 passed, 1 skipped, 0 failed"
@@ -70,6 +71,10 @@ def test_a_companion_stage():
     )
     repeated = _green(runs=2, run_statuses=["green", "green"])
     assert verification.companion_line(_companion(repeated)).endswith("0 failed (2 of 2 runs green)")
+    # the companions' patches do not go in on the release judged: nothing runs, and it fails no patch of this target
+    blocked = CompanionResult("fake", ["other"], "fake + patched other 1.0", PytestRun(status=RunStatus.NO_TESTS), "x")
+    assert blocked.green and blocked.to_json()["status"] == "blocked" and blocked.to_json()["blocked"] == "x"
+    assert verification.companion_line(blocked).startswith("fake + patched other 1.0: blocked (x): not judged")
 
 
 def test_what_verify_prints(tmp_path, monkeypatch):
@@ -91,6 +96,11 @@ def test_what_verify_prints(tmp_path, monkeypatch):
         "2 of 5 pytest runs: outcome of an identical earlier run (--no-cache to run them)",
         "verify: FAILED (2 patches, 1 more not checked (--patch), 3.1s, logs in logs)",
     ]
+    # a run that names its world says it in the last line too
+    found.targets = [{"name": "fake", "base": {"version": "1.0"}, "with": [{"name": "other", "version": "2.0"}]}]
+    found.info = {"torch": "2.13.0", "python": "3.11.7"}
+    last = verification.console_lines(found, only=None, duration=1, logs=Path("/l"))[-1]
+    assert last == "verify: FAILED (3 patches; fake 1.0 + other 2.0, torch 2.13.0, Python 3.11.7; 1.0s, logs in /l)"
     one = Verification(results=[_patch("0001-a", red=red, green=_green())])
     assert verification.console_lines(one, only=None, duration=1, logs=Path("/l")) == [
         table([one.results[0].to_json()]),
@@ -123,7 +133,8 @@ def test_the_json_report():
         "device": "cpu",
         "repeat": 2,
         "python": "/py",
-        "tools": {"python": "3.11", "pytest": "9", "ruff": "0.14.10", "torch": "2.13.0", "cuda": False},
+        # a base of no declared version is named with None
+        "tools": {"python": "3.11", "pytest": "9", "ruff": "0.14.10", "torch": "2.13.0", "cuda": False, "fake": None},
         "targets": [{"name": "fake"}],
         "patches": [found.results[0].to_json()],
         "companions": [found.companions[0].to_json()],
@@ -132,18 +143,32 @@ def test_the_json_report():
     }
 
 
-def test_no_companion_stage_without_companions_or_with_a_failed_patch():
+def _trees(tmp_path, *names):
+    """Companion trees (companions.CompanionTrees) of `names`, version 2.0, patched under tmp_path/<name>/lib."""
+    return [
+        SimpleNamespace(
+            companion=SimpleNamespace(target=SimpleNamespace(name=name), version="2.0"),
+            patched=tmp_path / name / "lib",
+            blocked=None,
+        )
+        for name in names
+    ]
+
+
+def test_no_companion_stage_without_companions_or_with_a_failed_patch(tmp_path):
     other = SimpleNamespace(name="other", patches=["0001-o.patch"], source_dir="src")
+    bare = SimpleNamespace(name="bare", patches=[], source_dir="src")
     target = SimpleNamespace(name="fake", verify_with=["other"])
-    ctx = SimpleNamespace(manifest=SimpleNamespace(target={"other": other}.__getitem__))
-    scratch = {"fake": (None, "b"), "other": (None, "b")}
+    ctx = SimpleNamespace(manifest=SimpleNamespace(target={"other": other, "bare": bare}.__getitem__))
+    scratch = {"fake": (None, "b")}
     runs = Runs(python=Path("/py"), device="cpu", timeout=9)
     good, bad = _patch("0001-a"), _patch("0002-b", Verdict.FAIL)
-    assert verification.verify_with_companions(ctx, target, [good, bad], scratch, runs) is None
-    assert verification.verify_with_companions(ctx, target, [], scratch, runs) is None
-    assert verification.verify_with_companions(ctx, target, [good], {"fake": scratch["fake"]}, runs) is None
-    lonely = SimpleNamespace(name="fake", verify_with=[])
-    assert verification.verify_with_companions(ctx, lonely, [good], scratch, runs) is None
+    trees = _trees(tmp_path, "other")
+    assert verification.verify_with_companions(ctx, target, [good, bad], scratch, runs, trees) is None
+    assert verification.verify_with_companions(ctx, target, [], scratch, runs, trees) is None
+    assert verification.verify_with_companions(ctx, target, [good], scratch, runs, []) is None
+    # a companion without patches of its own has nothing to add to the runs with its release
+    assert verification.verify_with_companions(ctx, target, [good], scratch, runs, _trees(tmp_path, "bare")) is None
 
 
 def test_run_detail(tmp_path, monkeypatch):
@@ -204,7 +229,7 @@ def test_the_companion_stage_runs_the_tests_of_every_patch_with_the_companions(t
 
     monkeypatch.setattr(verification, "repeated_pytest", repeated_pytest)
     other = SimpleNamespace(name="other", patches=["0001-o.patch"], source_dir="lib")
-    target = SimpleNamespace(name="fake", verify_with=["other", "third"], source_dir="src")
+    target = SimpleNamespace(name="fake", verify_with=["other"], source_dir="src")
     third = SimpleNamespace(name="third", patches=[], source_dir="src")
     logged = []
     ctx = SimpleNamespace(
@@ -212,21 +237,19 @@ def test_the_companion_stage_runs_the_tests_of_every_patch_with_the_companions(t
         work=tmp_path,
         log=logged.append,
     )
-    scratch = {
-        "fake": (SimpleNamespace(path=tmp_path / "fake"), "b"),
-        "other": (SimpleNamespace(path=tmp_path / "o"), "b"),
-    }
+    scratch = {"fake": (SimpleNamespace(path=tmp_path / "fake"), "b")}
+    trees = _trees(tmp_path, "other")
     one = _patch("0001-a", green=_green(passed=2, skipped=1, failed=1), test_files=["tests/test_a.py"])
     two = _patch("0002-b", green=_green(passed=1, skipped=0), test_files=["tests/test_b.py", "tests/test_c.py"])
     foreign = PatchResult(name="0001-x", target="other", index=1)  # another target's, failed: not this stage's
     results = [one, two, foreign]
     runs = Runs(python=Path("/py"), device="cpu", timeout=9, cache="cache", repeat=3)
-    companion = verification.verify_with_companions(ctx, target, results, scratch, runs)
-    assert companion == CompanionResult("fake", ["other"], "fake + patched other", _green(passed=5, skipped=2))
+    companion = verification.verify_with_companions(ctx, target, results, scratch, runs, trees)
+    assert companion == CompanionResult("fake", ["other"], "fake + patched other 2.0", _green(passed=5, skipped=2))
     [(cache, repeat, kwargs)] = calls
     assert (cache, repeat) == ("cache", 3)
     kwargs.pop("say")("still running, 30 s, 3/7 tests done")  # its progress lines name the stage
-    assert logged.pop() == "[fake + patched other] green: still running, 30 s, 3/7 tests done"
+    assert logged.pop() == "[fake + patched other 2.0] green: still running, 30 s, 3/7 tests done"
     assert kwargs == {
         "python": Path("/py"),
         "repo_dir": tmp_path / "fake",
@@ -236,14 +259,19 @@ def test_the_companion_stage_runs_the_tests_of_every_patch_with_the_companions(t
         "log_stem": tmp_path / "logs" / "verify" / "fake" / "with-companions",
         "timeout": 9,
         "expect": RunStatus.GREEN,
-        "extra_paths": [tmp_path / "o" / "lib"],
+        "extra_paths": [tmp_path / "other" / "lib"],
     }
     assert logged == [
-        "[fake + patched other] last stage: the 3 new test files of fake (5 tests) once more, with the patched "
-        "sources of other first on PYTHONPATH, in one pytest run",
-        "[fake + patched other] green 5/2 passed/skipped (0.0s)",
+        "[fake + patched other 2.0] last stage: the 3 new test files of fake (5 tests) once more, with the patched "
+        "sources of other 2.0 first on PYTHONPATH, in one pytest run",
+        "[fake + patched other 2.0] green 5/2 passed/skipped (0.0s)",
     ]
-    single = verification.verify_with_companions(ctx, target, [one], scratch, runs)
+    # a companion whose patches do not go in on that release: the stage is blocked, nothing runs
+    trees[0].blocked = "0001 does not apply to other 2.0 (x.py)"
+    blocked = verification.verify_with_companions(ctx, target, results, scratch, runs, trees)
+    assert blocked is not None and blocked.blocked == trees[0].blocked and len(calls) == 1
+    trees[0].blocked = None
+    single = verification.verify_with_companions(ctx, target, [one], scratch, runs, trees)
     assert single is not None and "the 1 new test file of fake (4 tests)" in logged[-2]
 
 
@@ -286,9 +314,17 @@ def test_upstream_tests_count_the_declarations_of_the_patches_that_went_in(monke
     monkeypatch.setattr(verification.upstream_tests, "run", run)
     spec = SimpleNamespace(describe=lambda target: "fake 1", kind="sdist")
     runs = Runs(python=Path("/py"), device="cpu", timeout=9)
+    printed = []
     found = verification.verify_all(
-        SimpleNamespace(), [target], spec, runs, spec_text="sdist", only={p1}, upstream=(target, "path:up")
+        SimpleNamespace(out=printed.append),
+        [target],
+        spec,
+        runs,
+        spec_text="sdist",
+        only={p1},
+        upstream=(target, "path:up"),
     )
+    assert printed == ["verify: fake on fake 1, torch none, Python None"]
     [(commits, text, kwargs)] = calls
     assert commits == {"base": "base", "series": "top"} and text == "path:up"
     assert kwargs["declared"] == [(p1, "tests/a.py::T::t1", "r1"), (p3, "tests/a.py::T::t3", "r3")]

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from .. import base as base_mod
-from .. import pyenv, render, reports, runcache
+from .. import companions, pyenv, render, reports, runcache
 from ..am import check_patches
 from ..context import Context
 from ..errors import SeriesError
@@ -55,6 +55,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="red/green/style-check only this patch (its number, or file name; with --target when several "
         "targets have that number); the saved results of the others are kept",
+    )
+    p.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        metavar="NAME==VERSION",
+        help="judge with this release of a companion (e.g. accelerate==1.15.0), released and patched, instead of the "
+        "one the base release's users get (the manifest's companions; else the companion's pin)",
     )
     p.add_argument("--json", metavar="FILE", help="write the JSON report here")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
@@ -124,11 +132,22 @@ def resolve_patch(targets: list[Target], wanted: str, *, explicit: bool) -> str:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
     targets, spec, only, upstream = _read_input(args, ctx)
+    chosen = companions.parse_with(args.with_, ctx.manifest, targets)
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     info = pyenv.probe(python, device=args.device)
     cache = None if args.no_cache else runcache.for_verify(ctx.work, python, info, args.device)
     runs = Runs(python=python, device=args.device, timeout=args.test_timeout, cache=cache, repeat=args.repeat)
-    found = verify_all(ctx, targets, spec, runs, spec_text=args.base or "sdist", only=only, upstream=upstream)
+    found = verify_all(
+        ctx,
+        targets,
+        spec,
+        runs,
+        spec_text=args.base or "sdist",
+        only=only,
+        upstream=upstream,
+        chosen=chosen,
+        info=info,
+    )
     duration = round(time.monotonic() - started, 2)
     for line in console_lines(found, only=only, duration=duration, logs=ctx.work / "logs" / "verify"):
         ctx.out(line)
