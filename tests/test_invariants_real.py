@@ -16,7 +16,7 @@ from seriesfixtures import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
-from seriestool import pyenv  # noqa: E402
+from seriestool import manifest, pyenv  # noqa: E402
 
 
 PLAIN = {
@@ -58,7 +58,10 @@ def _replay(work, tmp_path, **changes):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # the release's findings do not fail
     (tree,) = json.loads(report.read_text(encoding="utf-8"))["trees"]
-    assert tree["versions"]["transformers"] == "5.24.0"
+    assert (
+        tree["versions"]["transformers"]
+        == manifest.load(REPO_ROOT / "patches" / "series.toml").target("transformers").version
+    )
     return {v["invariant"]: v["found"] for v in tree["violations"]}
 
 

@@ -266,7 +266,7 @@ def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -
         remove_unused_columns=False,
         **extra,
     )
-    # set after construction: a tree without the option (5.24.0) ignores it and is judged by what it claims
+    # set after construction: a tree without the option (the release) ignores it and is judged by what it claims
     args.count_skipped_steps = config.get("count_skipped_steps", True)
     return args
 

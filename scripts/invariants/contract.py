@@ -9,20 +9,21 @@ Everything else is the contract as the series documents it:
 
 - the data: a pass has `ceil(n / batch)` batches in order (sequential sampler, or the stream's order); a window is
   `ga` of them, the last one of a pass short; attempt `j` of a run reads window `j` of the passes laid end to end;
-- the step (0011, 0012): by default every optimizer step taken is a step (5.24.0); with `count_skipped_steps=False`
-  only an applied update is, a skipped one calls no `on_optimizer_step`/`on_step_end`, the next window does not
-  begin the step again, an epoch run reads its planned windows (one update step less per skip) and a `max_steps` run
-  reads further windows until `max_steps` updates (the further passes belong to the last planned epoch: no
-  `on_epoch_begin`, and its `on_epoch_end` comes after them); an fp16 run's gradient scaler skips every attempt once
-  its scale fell to 0 (from 16: the 154th skip), which a `max_steps` run with the option ends with an error;
-- the flow (5.24.0's `DefaultFlowCallback`): a log, evaluation or save when `global_step` is a multiple of its
+- the step (0011, 0012): by default every optimizer step taken is a step (the release's); with
+  `count_skipped_steps=False` only an applied update is, a skipped one calls no `on_optimizer_step`/`on_step_end`, the
+  next window does not begin the step again, an epoch run reads its planned windows (one update step less per skip) and
+  a `max_steps` run reads further windows until `max_steps` updates (the further passes belong to the last planned
+  epoch: no `on_epoch_begin`, and its `on_epoch_end` comes after them); an fp16 run's gradient scaler skips every
+  attempt once its scale fell to 0 (from 16: the 154th skip), which a `max_steps` run with the option ends with an
+  error;
+- the flow (the release's `DefaultFlowCallback`): a log, evaluation or save when `global_step` is a multiple of its
   interval at the end of a step, all three at the end of an epoch with the epoch strategy, an evaluation and a save
   at the end of training with the steps strategy; a log only when `global_step` moved since the last one (the request
   stands until then); with the option, a pass whose every attempt was skipped logs, evaluates and saves nothing at
   its end;
 - the user callbacks drawn: `should_training_stop` at `on_step_end` once `global_step >= k`; `should_epoch_stop` at
   `on_epoch_begin` once `global_step >= k`, which ends the pass after its next micro-batch (a window of more than one
-  is cut: its micro-batch's gradient stays for the next window, 5.24.0's behaviour).
+  is cut: its micro-batch's gradient stays for the next window, the release's behaviour).
 """
 
 import math

@@ -161,9 +161,9 @@ def _fp16_tolerance(a: dict[str, Any], key: str) -> float:
 def window_gradient(obs: Observation) -> list[str] | None:
     """The gradient of every applied update equals the reference over the samples of its window: the mean over the
     window's targets for a model given the count or declared to average over its targets, the mean of its
-    micro-batches' own losses for any other module (5.24.0's rule; the Trainer cannot know what a custom loss averages
-    over). fp16: within a few float16 units of the sum of the terms' magnitudes. Series claims: 0003-0006, 0013,
-    0014."""
+    micro-batches' own losses for any other module (the release's rule; the Trainer cannot know what a custom loss
+    averages over). fp16: within a few float16 units of the sum of the terms' magnitudes. Series claims: 0003-0006,
+    0013, 0014."""
     found = []
     checked = False
     fp16 = obs.config["fp16"]
@@ -173,7 +173,7 @@ def window_gradient(obs: Observation) -> list[str] | None:
             if not a["applied"] or a["injected"]:
                 continue
             if exp is not None and exp.cut and i < len(exp.windows) and len(exp.windows[i]) > run.ga:
-                continue  # a cut window's micro-batch added to this one: 5.24.0's leak, see `contract`
+                continue  # a cut window's micro-batch added to this one: the release's leak, see `contract`
             checked = True
             want = a["expected"]["grad"]
             diff = float((a["grad"] - want).norm())
@@ -196,7 +196,7 @@ def _injected_before(obs: Observation, run: Run) -> int:
 
 def updates_counted(obs: Observation) -> list[str] | None:
     """An attempt is skipped exactly when the contract says (the harness's inf reached its gradient, or the gradient
-    scaler's scale had fallen to 0), and `global_step` equals the optimizer steps taken (by default, as 5.24.0 counts)
+    scaler's scale had fallen to 0), and `global_step` equals the optimizer steps taken (by default, as released)
     or, with `count_skipped_steps=False`, the applied updates (the optimizer's own step count), also after a resume.
     Series claims: 0011, 0012 (seed 000)."""
     found = []
@@ -508,7 +508,7 @@ def logged_losses(obs: Observation) -> list[str] | None:
     for where, run in _runs(obs):
         exp = expected(obs, run)
         if exp is not None and exp.cut:
-            continue  # a cut window's loss: 5.24.0's leak, see `contract`
+            continue  # a cut window's loss: the release's leak, see `contract`
         start = 0
         for log in run.logs:
             checked = True
@@ -659,7 +659,7 @@ LOADER: Callable[[str], str | None] | None = None  # set by the worker: the rele
 
 
 def release_loads(obs: Observation) -> list[str] | None:
-    """Every checkpoint loads in 5.24.0 (`TrainerState.load_from_json` of the release), also after skips. Series
+    """Every checkpoint loads in the release (`TrainerState.load_from_json` of the release), also after skips. Series
     claims: 0001, 0008, 0011 (the skip count is kept in `stateful_callbacks`, only when non-zero)."""
     if LOADER is None:
         return None

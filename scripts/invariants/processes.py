@@ -9,7 +9,7 @@ what the Trainer fed. DDP averages the processes' gradients. The objective a win
   `average_tokens_across_devices`, the sum of every process's per-target losses over the window's targets on all
   processes; without it, the mean over the processes of each one's mean over its own targets (a process without
   targets adds 0, as its gradient does);
-- any other module (5.24.0's rule, `reference.per_micro_batch`): the mean over the processes of the mean of its
+- any other module (the release's rule, `reference.per_micro_batch`): the mean over the processes of the mean of its
   micro-batches' own losses.
 
 The logged loss is the mean of those objectives over the steps since the last log. Each process computes its part of

@@ -15,7 +15,7 @@ from .models import IGNORE, REGRESSIONS
 
 # Models whose loss the Trainer may take as a mean over the targets of a micro-batch: it passes them the window's
 # count (`num_items_in_batch`), or they are transformers heads declared to return such a mean. Any other module
-# (a custom one without `**kwargs`) keeps 5.24.0's rule: its micro-batch losses are averaged over the window.
+# (a custom one without `**kwargs`) keeps the release's rule: its micro-batch losses are averaged over the window.
 PER_MICRO_BATCH = ("reg_nokw", "reg_sample")
 
 
