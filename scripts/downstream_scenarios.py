@@ -58,6 +58,9 @@ OFFLINE = {
     "TOKENIZERS_PARALLELISM": "false",
     "TRANSFORMERS_VERBOSITY": "error",
     "WANDB_DISABLED": "true",
+    # from 5.25.0 `from_pretrained` asks the `kernels` package for hub kernels by default and raises without a release
+    # of it the base accepts, which the pinned environment lacks; offline none could load, and on CPU none applies
+    "USE_HUB_KERNELS": "NO",
 }
 os.environ.update(OFFLINE)
 

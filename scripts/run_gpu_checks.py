@@ -425,6 +425,8 @@ class Runner:
         # Offline machine: nothing may wait on the Hub; its cache stays in the work folder.
         env["HF_HUB_OFFLINE"] = "1"
         env["HF_DATASETS_OFFLINE"] = "1"
+        # hub kernels come from the Hub too: from 5.25.0 `from_pretrained` raises without them unless told not to ask
+        env["USE_HUB_KERNELS"] = "NO"
         env["HF_HOME"] = str(self.work / "hf-home")
         if self.cpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
