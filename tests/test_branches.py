@@ -146,15 +146,16 @@ def test_a_patch_that_does_not_apply_gets_no_branch_and_the_others_are_made(fake
     killed = fake.work / "branches" / ".fake.abcd1234" / "repo"  # left by a run that was killed
     killed.mkdir(parents=True)
     proc = fake.run("branches", "--repo", str(repo))
-    # Before: one conflict blocked every branch (exit 2, none made). Now the third patch gets its branch, and the
-    # first (and the second, which depends on it) are listed with their conflict: exit 1.
+    # Before: one conflict blocked every branch (exit 2, none made). Now the third patch gets its branch, the first
+    # is listed with its conflict, and the second, which depends on it, as blocked by it: exit 1.
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert _branches(repo) == {"trainer-series/fakepkg-add-version": 1}
     out = proc.stdout
     assert out.splitlines()[0].endswith(": 1 made, 0 moved, 0 unchanged")
     assert "no branch for 0001-core-make-add-add.patch: conflict: src/fakepkg/core.py: content differs" in out
-    assert "no branch for 0002-core-truncate-add.patch: conflict: src/fakepkg/core.py" in out
-    assert "no branch for 0001, 0002 (conflict): `verify --target fake --base path:" in out
+    assert "no branch for 0002-core-truncate-add.patch: blocked by 0001 (conflict)\n" in out
+    # No verify on this base yet: it is the next step (it tells a conflict from a fix upstream).
+    assert "no branch for 0001 (conflict): `verify --target fake --base path:" in out
     assert "push --force-with-lease origin trainer-series/fakepkg-add-version\n" in out
     assert _state(repo) == before  # HEAD, branch and files are left alone
     assert not list((fake.work / "branches").iterdir())  # no scratch clone left behind, nor the old one

@@ -6,7 +6,8 @@ upstream changes code): a comment and a blank line moved in a patch's context, a
 hunk, a reordered import block, a patch squash-merged upstream, the bug fixed upstream with other code and another
 warning text, a dependency bump that breaks the import, a base older than the pin. For each, `verify`, `checkout
 --base`, `apply` and `branches` must report the true status of every patch (`clean`, `3-way`, `conflict`,
-`already-upstream`, `fixed-differently`): no false failure, no false `clean`.
+`already-upstream`, `fixed-differently`, `blocked`): no false failure, no false `clean`. A patch that depends on
+one that conflicts there is `blocked` by it: left out with it, never judged (nor given a branch) without it.
 
 `SERIES_DRIFT_TABLE=FILE` writes the table (case x command x status x truth) to FILE; `-s` prints it.
 """
@@ -16,10 +17,20 @@ import os
 import re
 import textwrap
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from seriesfixtures import Fake, apply_changes, git, make_tarball, one_error_line, sha256
+from seriesfixtures import (
+    Fake,
+    apply_changes,
+    git,
+    make_tarball,
+    one_error_line,
+    problem_items,
+    sha256,
+    table_rows,
+)
 
 
 CORE = textwrap.dedent(
@@ -115,7 +126,7 @@ SCALE = (
     },
 )
 
-C, W, X, U, F = "clean", "3-way", "conflict", "already-upstream", "fixed-differently"
+C, W, X, U, F, B = "clean", "3-way", "conflict", "already-upstream", "fixed-differently", "blocked"
 NO_IMPORT = "base does not import"
 
 
@@ -141,8 +152,10 @@ CASES = {
                 "import sys\nimport warnings\n\nPLATFORM",
             )
         },
-        (F, X, C),
+        (F, X, C),  # 0002 needs 0001, fixed upstream: it is judged (and conflicts) on its own
     ),
+    # upstream added an import where 0001 adds one: 0001 conflicts and its tests still fail without it; 0002 needs it
+    "dependency-conflicts": (_core("import sys\n\nPLATFORM", "import sys\nimport typing\n\nPLATFORM"), (X, B, C)),
     "import-breaks": (
         {
             "src/fakepkg/__init__.py": (
@@ -237,7 +250,7 @@ def _upstream(fake, names, case):
 
 
 APPLY = {"applied": C, "applied (3-way)": W, "already present": U, "conflict": X}
-VERDICTS = {C: "ok", W: "ok", X: "fail", U: "upstream", F: "upstream"}
+VERDICTS = {C: "ok", W: "ok", X: "fail", U: "upstream", F: "upstream", B: "blocked"}
 
 
 def _verify(fake, python, repo, names):
@@ -272,6 +285,8 @@ def _checkout(fake, repo, names):
                 found[name] = rest.strip()
             elif what == "conflict":
                 found[name] = X
+            elif rest.strip().startswith("blocked by "):
+                found[name] = B
             else:
                 found[name] = U if "already upstream" in rest else F if "fixed upstream differently" in rest else rest
     statuses = tuple(found.get(name, "?") for name in names)
@@ -287,6 +302,8 @@ def _apply(fake, repo, names):
         state = state.strip()
         if state.startswith("left out: fixed upstream differently"):
             found[name] = F
+        elif state.startswith("blocked by "):
+            found[name] = B
         elif state.startswith("conflict"):
             found[name] = X
         else:
@@ -307,7 +324,10 @@ def _branches(fake, repo, names):
             found[m.group(1)] = m.group(2)
         elif m := re.match(r"(left out|no branch for) (\d{4})\S*: (.*)", line):
             what, number, why = m.groups()
-            found[number] = X if what == "no branch for" else U if why.startswith("already upstream") else F
+            if what == "no branch for":
+                found[number] = B if why.startswith("blocked by ") else X
+            else:
+                found[number] = U if why.startswith("already upstream") else F
     statuses = tuple(found.get(name[:4], "?") for name in names)
     assert proc.returncode == (1 if X in statuses else 0), proc.stdout + proc.stderr
     return statuses
@@ -377,3 +397,73 @@ def test_a_fix_upstream_in_part_is_told_without_a_verify_on_the_release(drift):
     assert statuses == CASES["fixed-differently"][1]
     assert "1 of the 2 tests that fail without it on the 1.0 release pass here" in data["patches"][0]["notes"][0]
     assert (fake.work / "verify-release" / "fake" / ".git").is_dir()
+
+
+def test_a_patch_that_needs_a_conflicting_one_is_blocked(drift, tmp_path):
+    """0001 conflicts and its tests still fail on the base without it; 0002 declares it needs 0001. Before: 0002 was
+    judged without it (a FAIL of its own, `not green`), `branches` made a draft pull request of it without 0001, and
+    every command suggested the verify that had just ruled a fix upstream out. Now 0002 is blocked by 0001 (not a
+    second failure, not tested), gets no branch, and the hints say what that verify found. A patch that would go in
+    without the conflicting one (0003, once the manifest says it needs 0001) is blocked all the same."""
+    fake, names, python = drift
+    repo = fake.root / "up-dependency-conflicts"
+    if not repo.is_dir():
+        repo = _upstream(fake, names, "dependency-conflicts")
+    report, junit = tmp_path / "verify.json", tmp_path / "verify.xml"
+    base = ("--target", "fake", "--base", f"path:{repo}")
+    proc = fake.run("verify", "--python", python, *base, "--json", str(report), "--junit", str(junit))
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # 0001's conflict fails the run
+    rows = table_rows(proc.stdout)
+    assert [row["applies"] for row in rows] == ["CONFLICT", "blocked", "yes"]
+    assert rows[1] == dict(rows[1], alone="needs 0001", **{"red fail/all": "-", "green pass/skip": "-"})
+    assert (rows[1]["style"], rows[1]["verdict"]) == ("-", "blocked")
+    items = problem_items(proc.stdout)
+    assert (
+        "  fake 0002: blocked by 0001 (conflict): it needs 0001 ([targets.fake.depends]), which does not go in on "
+        "this base; left out, its tests not run without it"
+    ) in items
+    assert [item for item in items if item.startswith("  fake 0002")] == [items[1]]  # one line, naming the blocker
+    data = json.loads(report.read_text(encoding="utf-8"))
+    first, second, third = data["patches"]
+    assert (first["base_status"], first["verdict"], first["red"]["status"]) == (X, "fail", "red")
+    assert (second["base_status"], second["verdict"], second["blocked_by"]) == (B, "blocked", [names[0]])
+    assert (second["red"], second["green"], second["style"]) == (None, None, None)  # nothing run for it
+    assert third["verdict"] == "ok" and third["skipped_before"] == names[:2] and data["ok"] is False
+    assert not list((fake.work / "logs" / "verify" / "fake").glob("0002-*"))
+    cases = [c for c in ET.parse(junit).getroot().iter("testcase") if c.get("classname") == f"fake.{names[1]}"]
+    assert [(c.find("failure"), c.find("skipped") is not None) for c in cases] == [(None, True)] * 5
+    assert cases[0].find("skipped").get("message").startswith("blocked by 0001 (conflict)")
+
+    found = f"its tests still fail on this base without it, as the verify of {data['date']} on this base found"
+    proc = fake.run("branches", "--repo", str(repo))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"no branch for {names[1]}: blocked by 0001 (conflict)" in lines
+    assert f"no branch for 0001 (conflict): resolve it ({found})" in lines
+    assert "tells whether upstream fixed it differently" not in proc.stdout and "--draft" not in proc.stdout
+    assert [line.split()[0] for line in lines if line.startswith("  000")] == ["0003"]  # the others are made
+
+    proc = fake.run("apply", "--repo", str(repo))
+    assert [line.split(None, 1) for line in proc.stdout.splitlines()][1] == [names[1], "blocked by 0001 (conflict)"]
+    line = one_error_line(proc)
+    assert line.endswith(f"; 0001 conflicts: resolve it ({found})") and "finds out" not in line
+    line = one_error_line(fake.run("checkout", "--dir", str(tmp_path / "co"), "--base", f"path:{repo}"))
+    assert line.endswith(f"; 0001 conflicts: resolve it ({found})"), line
+
+    # 0003 goes in without 0001 (another function): once the manifest says it needs 0001, it is blocked too.
+    manifest = fake.manifest.read_text(encoding="utf-8")
+    try:
+        fake.manifest.write_text(manifest + f'"{names[2]}" = ["{names[0]}"]\n', encoding="utf-8")
+        proc = fake.run("verify", "--python", python, *base, "--json", str(report))
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        data = json.loads(report.read_text(encoding="utf-8"))
+        assert [(p["base_status"], p["blocked_by"]) for p in data["patches"]] == [
+            (X, []),
+            (B, [names[0]]),
+            (B, [names[0]]),
+        ]
+        proc = fake.run("branches", "--repo", str(repo))
+        assert proc.returncode == 1 and f"no branch for {names[2]}: blocked by 0001 (conflict)" in proc.stdout
+        assert "nothing was pushed" not in proc.stdout  # no branch at all
+    finally:
+        fake.manifest.write_text(manifest, encoding="utf-8")

@@ -175,7 +175,7 @@ def test_a_patch_that_does_not_apply_is_left_out_and_the_rest_judged(fake, test_
     assert second["skipped_before"] == [names[0]] and second["applies"] is True
     assert second["red"]["status"] == "not-red"
     assert "src/fakepkg/core.py: content differs; hunk 1/1 (@@ -3,7 +3,7 @@) does not apply" in proc.stdout
-    assert f"checked without {names[0]}, which did not apply" in proc.stdout
+    assert f"checked without {names[0]}, which did not go in" in proc.stdout
     cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(junit).getroot().iter("testcase")}
     assert cases[(f"fake.{names[0]}", "applies")].find("failure") is not None
     assert cases[(f"fake.{names[0]}", "green_with_fix")].find("skipped") is not None

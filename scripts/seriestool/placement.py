@@ -3,13 +3,14 @@
 `verify` asks this (`Placing`) for every patch, in order, on the base plus the earlier patches that
 went in. A patch that does not go in is left out and the later ones are tried without it. A patch
 that conflicts but whose own tests pass on the base without it is "fixed upstream differently".
-Statuses, in the JSON report's `base_status`: clean, 3-way, conflict, already-upstream,
-fixed-differently; the last two are news, not failures.
+A patch that depends (the manifest's `depends`) on one that conflicts is "blocked": left out with it, and not
+tried or tested without it. Statuses, in the JSON report's `base_status`: clean, 3-way, conflict,
+already-upstream, fixed-differently, blocked; already-upstream and fixed-differently are news, not failures.
 """
 
 import os
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,23 @@ def place(repo: Repo, patch: StrPath, *, preimages: Callable[[], None] | None = 
     if proc.returncode == 0:
         return Placement(BaseStatus.THREE_WAY)
     return Placement(BaseStatus.CONFLICT, conflicts=_conflicts(repo, patch, proc))
+
+
+def blocked_by(target: Target, name: str, statuses: Mapping[str, str]) -> list[str]:
+    """The patches `name` depends on (the manifest's `depends`, with theirs) that conflict on the base, given the
+    status each earlier patch got there (`statuses`): when there is one, `name` is blocked, and every command leaves
+    it out without trying it (it needs that patch to work, even where it would go in without it). A dependency
+    already upstream or fixed upstream differently blocks nothing. Empty when `name` is not blocked."""
+    needs = target.depends_on(name)
+    found = [dep for dep in needs if statuses.get(dep) == BaseStatus.CONFLICT]
+    # `depends_on` holds the dependencies' own, so a blocked one's conflict is there too; kept for a partial map
+    return found or [dep for dep in needs if statuses.get(dep) == BaseStatus.BLOCKED]
+
+
+def blocked_text(blockers: list[str], statuses: Mapping[str, str]) -> str:
+    """`blocked by 0013 (conflict)`: how every command names a blocked patch's status (`blockers` from
+    `blocked_by`)."""
+    return f"blocked by {', '.join(dep[:4] for dep in blockers)} ({statuses.get(blockers[0], BaseStatus.CONFLICT)})"
 
 
 def landed(repo: Repo, commit: str, patch_files: Iterable[Path], scratch_dir: StrPath) -> set[Path]:
@@ -223,7 +241,8 @@ class Placing:
         self.is_test = is_test
         # patch name -> the tests of it that failed without it on the pinned release (its last verify there), or None
         self.on_release = on_release
-        self.left_out: list[str] = []  # patches that conflict, in order
+        self.left_out: list[str] = []  # patches that did not go in (they conflict, or are blocked), in order
+        self.statuses: dict[str, str] = {}  # patch -> the base status it got (for the patches that depend on it)
         self.preimages = loader(repo, target, ctx.downloads, ctx.log, report=self._preimage_problem)
 
     def _preimage_problem(self, problem: str) -> None:
@@ -239,8 +258,29 @@ class Placing:
         `in_base`: the base already holds it (see `landed`). Returns True when the patch went in
         (committed on top of HEAD). Otherwise the work tree may hold the patch's test files: reset it.
         """
+        went_in = self._place(res, patch, checked=checked, stem=stem, in_base=in_base)
+        self.statuses[res.name] = res.base_status or BaseStatus.CONFLICT
+        return went_in
+
+    def _place(self, res: PatchResult, patch: Path, *, checked: bool, stem: Path, in_base: bool) -> bool:
         res.sha256 = sha256_file(patch)
         res.skipped_before = list(self.left_out)
+        blockers = [] if in_base else blocked_by(self.target, res.name, self.statuses)
+        if blockers:
+            # Not tried: it needs a patch that does not go in, and its tests without that one would judge a
+            # combination nobody submits. It is judged once that one goes in (resolved, or fixed upstream).
+            res.base_status = BaseStatus.BLOCKED
+            res.blocked_by = blockers
+            res.test_files = [p for p in added_files(patch, self.target.tests) if self.is_test(p)]
+            needs = ", ".join(dep[:4] for dep in blockers)
+            many = len(blockers) > 1
+            res.problems.append(
+                f"{blocked_text(blockers, self.statuses)}: it needs {needs} ([targets.{self.target.name}.depends]), "
+                f"which {'do' if many else 'does'} not go in on this base; left out, its tests not run without "
+                f"{'them' if many else 'it'}"
+            )
+            self.left_out.append(res.name)
+            return False
         placement = (
             Placement(BaseStatus.ALREADY_UPSTREAM) if in_base else place(self.repo, patch, preimages=self.preimages)
         )
@@ -249,7 +289,7 @@ class Placing:
         res.conflict_files = [c.file for c in placement.conflicts]
         if placement.status.went_in:
             if res.skipped_before:
-                res.notes.append(f"checked without {', '.join(res.skipped_before)}, which did not apply")
+                res.notes.append(f"checked without {', '.join(res.skipped_before)}, which did not go in")
             return True
         if placement.status == BaseStatus.ALREADY_UPSTREAM:
             res.notes.append("already upstream (the base has the whole patch): drop it from the series")

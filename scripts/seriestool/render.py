@@ -149,6 +149,11 @@ def _junit_outcome(
     res: PatchResult, check: str, passed: bool | None, required: bool, detail: object
 ) -> tuple[str, str, str] | None:
     """None when the check passed, else ("failure" or "skipped", message, text)."""
+    if res.base_status == BaseStatus.BLOCKED:
+        # Not a failure of its own (the conflict that blocks it is one): skipped, saying by which patch.
+        if check == "applies":
+            return "skipped", res.problems[0] if res.problems else str(res.base_status), ""
+        return "skipped", f"not run: blocked by {', '.join(dep[:4] for dep in res.blocked_by)}", ""
     if res.base_status is not None and BaseStatus(res.base_status).informational:
         if check == "applies":
             return "skipped", f"{res.base_status}: {res.notes[0] if res.notes else ''}", ""
@@ -312,7 +317,18 @@ def markdown(report: JSON) -> str:
             cells = [f"**{c}**" if c in loud or c.startswith(("NO:", "FLAKY:")) else c for c in cells]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
-    problems = [(f"{p['target']}/{p['name']}", text) for p in report["patches"] for text in p["problems"]]
+    problems = [
+        (f"{p['target']}/{p['name']}", text)
+        for p in report["patches"]
+        if p["verdict"] != Verdict.BLOCKED
+        for text in p["problems"]
+    ]
+    blocked = [
+        (f"{p['target']}/{p['name']}", text)
+        for p in report["patches"]
+        if p["verdict"] == Verdict.BLOCKED
+        for text in p["problems"]
+    ]
     for companion in report.get("companions", []):
         if not companion["green"]:
             run = companion["run"]
@@ -323,6 +339,10 @@ def markdown(report: JSON) -> str:
     if problems:
         lines += ["**Needs a maintainer:**", ""]
         lines += [f"- `{where}`: {_cell(text)}" for where, text in problems]
+        lines.append("")
+    if blocked:
+        lines += ["**Blocked** (left out with a patch they need; judged once it goes in):", ""]
+        lines += [f"- `{where}`: {_cell(text)}" for where, text in blocked]
         lines.append("")
     notes = [(t["name"], text) for t in report["targets"] for text in t.get("notes", [])]
     notes += [(f"{p['target']}/{p['name']}", text) for p in report["patches"] for text in p.get("notes", [])]

@@ -3,13 +3,13 @@ the last one per target and base (for `checkout` and `branches`, which judge a b
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .digests import sha256_file
 from .manifest import Target
-from .statuses import Verdict
+from .statuses import BaseStatus, RunStatus, Verdict
 
 
 def last_path(work: str | Path, target: str) -> Path:
@@ -113,6 +113,9 @@ class Judgement:
     verdict: str  # statuses.Verdict
     date: str  # when that verify ran
     problems: list
+    red: str | None = None  # statuses.RunStatus of its tests without it (for a conflict: on the base), if they ran
+    test_files: list[str] = field(default_factory=list)  # the test files it adds
+    blocked_by: list[str] = field(default_factory=list)  # for a blocked patch: the conflicting ones it needs
 
 
 def judged(work: str | Path, target: Target, base_commit: str) -> dict[str, "Judgement"]:
@@ -134,8 +137,50 @@ def judged(work: str | Path, target: Target, base_commit: str) -> dict[str, "Jud
                 verdict=entry["verdict"],
                 date=entry.get("checked_at") or report.get("date") or "",
                 problems=list(entry.get("problems", [])),
+                red=(entry.get("red") or {}).get("status"),
+                test_files=list(entry.get("test_files") or []),
+                blocked_by=list(entry.get("blocked_by") or []),
             )
     return found
+
+
+def conflict_advice(judgement: Judgement | None) -> str:
+    """What to do about a patch that conflicts on a base, from what the last verify on that base found there: ""
+    when that verify did not judge the conflict (none on that base, or it did not test the patch), and only then is
+    running it the next step (it tells a fix upstream from a conflict). A verify that found the conflict and its
+    tests still failing without it ruled a fix upstream out: resolve the conflict."""
+    if judgement is None or judgement.base_status != BaseStatus.CONFLICT:
+        return ""
+    found = f"as the verify of {judgement.date} on this base found"
+    if judgement.red == RunStatus.RED:
+        return f"resolve it (its tests still fail on this base without it, {found})"
+    if judgement.red is not None:
+        return (
+            f"resolve it, or read upstream's code (its tests are {judgement.red} on this base without it, {found}: "
+            "they cannot tell whether upstream fixed it)"
+        )
+    if not judgement.test_files:
+        return (
+            f"resolve it, or read upstream's code (it adds no tests, so the verify of {judgement.date} could not tell)"
+        )
+    return ""
+
+
+def conflict_hint(judged: dict[str, Judgement], names: list[str], verify: str, then: str) -> str:
+    """What to do about the patches `names` that conflict on a base, as one phrase: for each one the last verify on
+    that base judged, `conflict_advice`; for the others, the `verify` command that tells whether upstream fixed them
+    its own way, after which the command does `then`."""
+    parts, unjudged = [], []
+    for name in names:
+        advice = conflict_advice(judged.get(name))
+        if advice:
+            parts.append(f"{name[:4]} conflicts: {advice}")
+        else:
+            unjudged.append(name)
+    if unjudged:
+        which = "it" if len(unjudged) == len(names) == 1 else ", ".join(name[:4] for name in unjudged)
+        parts.append(f"if upstream fixed {which} in another way, `{verify}` finds out, and {then}")
+    return "; ".join(parts)
 
 
 def _reports(work: str | Path, target: str) -> list[Any]:

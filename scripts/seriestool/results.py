@@ -6,7 +6,7 @@ from typing import Any
 from .statuses import BaseStatus, RunStatus, Verdict
 
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def is_test_file(path: str) -> bool:
@@ -73,6 +73,8 @@ class PatchResult:
     subject: str = ""  # the commit subject
     depends_on: list[str] = field(default_factory=list)  # earlier patches it needs, from the manifest
     hidden_dependency: bool = False  # needs an earlier patch the manifest does not record
+    # for BLOCKED: the patches it depends on that conflict (with theirs, so also through a blocked one), in order
+    blocked_by: list[str] = field(default_factory=list)
 
     @property
     def red_without_fix(self) -> bool:
@@ -89,6 +91,8 @@ class PatchResult:
     def decide(self) -> Verdict:
         if self.base_status is not None and BaseStatus(self.base_status).informational:
             self.verdict = Verdict.UPSTREAM
+        elif self.base_status == BaseStatus.BLOCKED:
+            self.verdict = Verdict.BLOCKED
         elif not self.applies or self.hidden_dependency:
             self.verdict = Verdict.FAIL
         elif not self.checked:
@@ -113,6 +117,7 @@ class PatchResult:
             "applies": self.applies,
             "applies_alone": self.applies_alone,
             "depends_on": self.depends_on,
+            "blocked_by": self.blocked_by,
             "red_without_fix": self.red_without_fix,
             "green_with_fix": self.green_with_fix,
             "style_clean": self.style_clean,

@@ -12,6 +12,9 @@ class BaseStatus(enum.StrEnum):
     CONFLICT = "conflict"  # it does not go in
     ALREADY_UPSTREAM = "already-upstream"  # the base holds the whole change
     FIXED_DIFFERENTLY = "fixed-differently"  # it conflicts, and its tests pass on the base without it
+    # not tried: a patch it depends on (manifest `depends`, with theirs) conflicts or is blocked itself, so it is
+    # left out with it; it is judged once that one goes in
+    BLOCKED = "blocked"
 
     @property
     def label(self) -> str:
@@ -33,6 +36,7 @@ _BASE_LABELS = {
     BaseStatus.CONFLICT: "CONFLICT",
     BaseStatus.ALREADY_UPSTREAM: "upstream",
     BaseStatus.FIXED_DIFFERENTLY: "fixed upstream",
+    BaseStatus.BLOCKED: "blocked",
 }
 
 
@@ -59,6 +63,9 @@ class Verdict(enum.StrEnum):
     FLAKY = "flaky"  # red and clean, but a test failed in some of its green runs and passed in others
     NOT_CHECKED = "not checked"  # applied, but --patch left its tests out
     UPSTREAM = "upstream"  # already upstream or fixed there: drop it
+    # a patch it depends on does not go in (a conflict): not judged without it. Not passed, but not a failure of
+    # its own either: the conflict that blocks it is the run's failure.
+    BLOCKED = "blocked"
 
     @property
     def label(self) -> str:
@@ -66,5 +73,6 @@ class Verdict(enum.StrEnum):
 
     @property
     def passed(self) -> bool:
-        """Whether the patch needs no maintainer (the exit status of `verify` is 0 for it)."""
-        return self not in (Verdict.FAIL, Verdict.FLAKY)
+        """Whether the patch needs no maintainer (the exit status of `verify` is 0 for it). A blocked patch is not
+        passed, but it fails no run by itself: the conflict that blocks it is in the same run, and fails it."""
+        return self not in (Verdict.FAIL, Verdict.FLAKY, Verdict.BLOCKED)

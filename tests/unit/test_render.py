@@ -264,6 +264,31 @@ def test_junit_of_a_patch_upstream_has(tmp_path, status):
     assert cases["applies"] == ("skipped", f"{status}: ")
 
 
+def test_junit_of_a_blocked_patch(tmp_path):
+    problem = "blocked by 0001 (conflict): it needs 0001 ..."
+    res = _res(
+        applies=False,
+        applies_alone=None,
+        base_status=BaseStatus.BLOCKED,
+        blocked_by=["0001-x.patch"],
+        red=None,
+        green=None,
+        style=None,
+        problems=[problem],
+    )
+    assert res.verdict == Verdict.BLOCKED
+    suite, cases = _junit(tmp_path, [res])
+    # skipped with the reason, not a failure: the conflict that blocks it is the failure
+    assert cases == {
+        "applies": ("skipped", problem),
+        "applies_alone": ("skipped", "not run: blocked by 0001"),
+        "red_without_fix": ("skipped", "not run: blocked by 0001"),
+        "green_with_fix": ("skipped", "not run: blocked by 0001"),
+        "style_clean": ("skipped", "not run: blocked by 0001"),
+    }
+    assert (suite.get("failures"), suite.get("skipped")) == ("0", "5")
+
+
 def test_junit_of_a_patch_not_checked(tmp_path):
     res = _res(checked=False, red=None, green=None, style=None, applies_alone=False)
     suite, cases = _junit(tmp_path, [res])
@@ -334,6 +359,31 @@ def test_markdown_of_a_failed_run():
     )
     assert "**Needs a maintainer:**\n\n- `fake/0002-a-patch.patch`: a \\| b c\n" in text
     assert "**Notes:**\n\n- `fake`: t\n- `fake/0002-a-patch.patch`: n\n" in text
+
+
+def test_markdown_of_a_blocked_patch():
+    root = _patch(
+        "0001", Verdict.FAIL, base_status=BaseStatus.CONFLICT, red=run(RunStatus.RED), problems=["conflicts"]
+    )
+    blocked = _patch(
+        "0002",
+        Verdict.BLOCKED,
+        base_status=BaseStatus.BLOCKED,
+        red=None,
+        green=None,
+        style=None,
+        depends_on=["0001-a-patch.patch"],
+        blocked_by=["0001-a-patch.patch"],
+        problems=["blocked by 0001 (conflict): it needs 0001"],
+    )
+    text = render.markdown(_report([root, blocked], ok=False))
+    assert "| `fake/0002-a-patch.patch` | blocked | needs 0001 | - | - | - | blocked |" in text
+    assert "**Needs a maintainer:**\n\n- `fake/0001-a-patch.patch`: conflicts\n\n" in text
+    assert (
+        "**Blocked** (left out with a patch they need; judged once it goes in):\n\n"
+        "- `fake/0002-a-patch.patch`: blocked by 0001 (conflict): it needs 0001\n"
+    ) in text
+    assert render.check_cells(blocked) == ("blocked", "needs 0001", "-", "-", "-", "blocked")
 
 
 def test_markdown_blocks_are_separated_by_blank_lines():

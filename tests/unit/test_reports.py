@@ -263,3 +263,72 @@ def test_the_record_of_the_branches(tmp_path):
     reports.save_branches(tmp_path, "fake", {"base": "c1", "branches": {"0001-a.patch": {"branch": "b"}}})
     assert reports.load_branches(tmp_path, "fake")["base"] == "c1"
     assert reports.branches_path(tmp_path, "fake") == tmp_path / "reports" / "branches-fake.json"
+
+
+def test_upstream_and_blocked_verdicts_in_a_saved_report(tmp_path):
+    # A blocked patch is not passed; its conflict (a failure) is in the same report anyway.
+    blocked = _patch("0002-b.patch", Verdict.BLOCKED, base_status="blocked", blocked_by=["0001-a.patch"])
+    saved = _save(tmp_path, _report([_patch("0001-a.patch", Verdict.FAIL), blocked]))
+    assert saved["ok"] is False and saved["patches"][1]["blocked_by"] == ["0001-a.patch"]
+
+
+def test_what_the_last_verify_found_about_a_conflict_and_a_blocked_patch(tmp_path):
+    target, folder, names = _judged_setup(tmp_path)
+    report = reports.load_last(tmp_path, "fake")
+    report["patches"][0].update(
+        base_status="conflict", verdict=Verdict.FAIL, red={"status": "red"}, test_files=["tests/test_a.py"]
+    )
+    report["patches"][1].update(base_status="blocked", verdict=Verdict.BLOCKED, blocked_by=[names[0]])
+    reports.save_last(tmp_path / "w", report)
+    found = reports.judged(tmp_path / "w", target, "c1")
+    assert (found[names[0]].red, found[names[0]].test_files) == ("red", ["tests/test_a.py"])
+    assert (found[names[1]].base_status, found[names[1]].blocked_by, found[names[1]].red) == (
+        "blocked",
+        [names[0]],
+        None,
+    )
+
+
+DATE = "2026-01-01T00:00:00Z"
+FOUND = f"as the verify of {DATE} on this base found"
+
+
+@pytest.mark.parametrize(
+    "status, red, test_files, advice",
+    [
+        ("conflict", "red", ["t.py"], f"resolve it (its tests still fail on this base without it, {FOUND})"),
+        (
+            "conflict",
+            "error",
+            ["t.py"],
+            f"resolve it, or read upstream's code (its tests are error on this base without it, {FOUND}: they "
+            "cannot tell whether upstream fixed it)",
+        ),
+        (
+            "conflict",
+            None,
+            [],
+            f"resolve it, or read upstream's code (it adds no tests, so the verify of {DATE} could not tell)",
+        ),
+        ("conflict", None, ["t.py"], ""),  # not tested (--patch): a verify is still the next step
+        ("clean", "red", ["t.py"], ""),  # the verify saw it go in: it did not judge a conflict
+        (None, None, [], ""),  # no verify on this base
+    ],
+    ids=["red", "error", "no-tests", "not-tested", "went-in", "no-verify"],
+)
+def test_conflict_advice(status, red, test_files, advice):
+    judgement = None if status is None else reports.Judgement(status, Verdict.FAIL, DATE, [], red, test_files)
+    assert reports.conflict_advice(judgement) == advice
+
+
+def test_conflict_hint():
+    red = reports.Judgement("conflict", Verdict.FAIL, DATE, [], "red", ["t.py"])
+    judged = {"0001-a.patch": red}
+    verify, then = "verify --target fake --base path:/r", "apply then leaves it out"
+    unjudged = "if upstream fixed it in another way, `verify --target fake --base path:/r` finds out, and " + then
+    assert reports.conflict_hint({}, ["0002-b.patch"], verify, then) == unjudged
+    told = f"0001 conflicts: resolve it (its tests still fail on this base without it, {FOUND})"
+    assert reports.conflict_hint(judged, ["0001-a.patch"], verify, then) == told
+    assert reports.conflict_hint(judged, ["0001-a.patch", "0003-c.patch"], verify, then) == (
+        f"{told}; if upstream fixed 0003 in another way, `{verify}` finds out, and {then}"
+    )

@@ -14,6 +14,7 @@ BASE = {
     BaseStatus.CONFLICT: ("conflict", "CONFLICT", False, False),
     BaseStatus.ALREADY_UPSTREAM: ("already-upstream", "upstream", True, False),
     BaseStatus.FIXED_DIFFERENTLY: ("fixed-differently", "fixed upstream", True, False),
+    BaseStatus.BLOCKED: ("blocked", "blocked", False, False),
 }
 
 
@@ -52,7 +53,13 @@ VERDICTS = {
     Verdict.FAIL: ("fail", "FAIL", False),
     Verdict.NOT_CHECKED: ("not checked", "not checked", True),
     Verdict.UPSTREAM: ("upstream", "upstream", True),
+    Verdict.FLAKY: ("flaky", "FLAKY", False),
+    Verdict.BLOCKED: ("blocked", "blocked", False),  # not passed; the conflict that blocks it fails the run
 }
+
+
+def test_every_verdict_is_listed():
+    assert set(VERDICTS) == set(Verdict)
 
 
 @pytest.mark.parametrize("verdict", list(VERDICTS))
@@ -106,6 +113,8 @@ DECISIONS = {
     "not_checked_not_applying": ({"checked": False, "applies": False}, Verdict.FAIL),
     "already_upstream": ({"applies": False, "base_status": BaseStatus.ALREADY_UPSTREAM}, Verdict.UPSTREAM),
     "fixed_differently": ({"applies": False, "base_status": "fixed-differently"}, Verdict.UPSTREAM),
+    "blocked": ({"applies": False, "base_status": BaseStatus.BLOCKED, "red": None, "green": None}, Verdict.BLOCKED),
+    "blocked_not_checked": ({"applies": False, "base_status": "blocked", "checked": False}, Verdict.BLOCKED),
 }
 
 
@@ -188,6 +197,7 @@ def test_to_json():
         "applies": True,
         "applies_alone": False,
         "depends_on": ["0000-x.patch"],
+        "blocked_by": [],
         "red_without_fix": True,
         "green_with_fix": True,
         "style_clean": True,
@@ -212,4 +222,4 @@ def test_to_json():
     assert _result(verdict=Verdict.FAIL, red=None, green=None, style=None).to_json()["ok"] is False
     empty = _result(red=None, green=None, style=None).to_json()
     assert (empty["red"], empty["green"], empty["style"]) == (None, None, None)
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4

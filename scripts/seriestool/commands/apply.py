@@ -8,7 +8,7 @@ from ..clone import blocking_branch, open_clean_clone
 from ..context import Context
 from ..errors import SeriesError
 from ..git import Repo
-from ..placement import Placement, landed, place
+from ..placement import Placement, blocked_by, blocked_text, landed, place
 from ..preimages import PREIMAGES_REF, loader
 from ..statuses import BaseStatus
 
@@ -23,7 +23,8 @@ the others go in as `verify` places them (cleanly, or with `git am --3way` and t
 were made against), one commit each, on a new branch. A patch that does not apply is left out when the
 last `verify` on this HEAD (`verify --base path:CLONE`) found it fixed upstream differently, as
 `checkout` and `branches` do. When another one does not apply, every patch is still tried and its
-status printed, and the clone is left exactly as it was (branch deleted, original branch checked out).
+status printed (one that depends on it is `blocked by` it, and not tried), and the clone is left exactly
+as it was (branch deleted, original branch checked out).
 
 example:
   python3 scripts/series.py apply --repo ~/src/transformers --branch my-series
@@ -81,17 +82,26 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     repo.run("checkout", "--quiet", "-b", branch)
     results: list[tuple[str, str, list[str]]] = []
     failed: list[str] = []
+    statuses: dict[str, str] = {}  # patch -> its base status here, for the patches that depend on it
     try:
         for name in target.patches:
             patch = target.patch_path(name)
+            blockers = [] if patch in present else blocked_by(target, name, statuses)
+            if blockers:
+                # Left out with the patch it needs, not tried without it (as verify judges it).
+                statuses[name] = BaseStatus.BLOCKED
+                results.append((name, blocked_text(blockers, statuses), []))
+                continue
             placed = (
                 Placement(BaseStatus.ALREADY_UPSTREAM) if patch in present else place(repo, patch, preimages=preimages)
             )
+            statuses[name] = placed.status
             if placed.status == BaseStatus.ALREADY_UPSTREAM:
                 results.append((name, "already present", []))
             elif placed.status.went_in:
                 results.append((name, "applied" if placed.status == BaseStatus.CLEAN else "applied (3-way)", []))
             elif (verdict := judged.get(name)) is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
+                statuses[name] = BaseStatus.FIXED_DIFFERENTLY
                 results.append(
                     (name, f"left out: fixed upstream differently, as the verify of {verdict.date} found", [])
                 )
@@ -114,12 +124,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out(f"{name:<{width}}  {state}{extra}")
     if failed:
         more = f" (and {len(failed) - 1} more: {', '.join(n[:4] for n in failed[1:])})" if len(failed) > 1 else ""
-        hint = (
-            f"; if upstream fixed it in another way, `verify --target {target.name} --base path:{repo.path}` "
-            "finds out, and apply then leaves it out"
-        )
+        # What the verify on this HEAD found about each conflict; a verify suggested only where it has not run.
+        verify = f"verify --target {target.name} --base path:{repo.path}"
+        hint = reports.conflict_hint(judged, failed, verify, "apply then leaves it out")
         raise SeriesError(
-            f"patch {failed[0]} does not apply to {repo.path}{more}; nothing was changed (still on {original}){hint}"
+            f"patch {failed[0]} does not apply to {repo.path}{more}; nothing was changed (still on {original}); {hint}"
         )
     applied = sum(1 for _, state, _ in results if state.startswith("applied"))
     present_count = sum(1 for _, state, _ in results if state == "already present")

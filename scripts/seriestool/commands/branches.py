@@ -3,7 +3,8 @@
 A branch holds its patch alone on the base, or on top of the patches it depends on (the manifest's
 `depends`). Each patch is placed the way `verify` places it (placement.py): it goes in cleanly or with a 3-way
 merge, or it is left out because the base already holds it, or because the last `verify` on this base found
-it fixed upstream differently. Everything is built in a scratch clone; the clone's branches are created or
+it fixed upstream differently; one that conflicts, or depends on one that does (blocked), gets no branch.
+Everything is built in a scratch clone; the clone's branches are created or
 moved at the end, in one ref transaction, so a failure leaves them all as they were.
 """
 
@@ -19,7 +20,7 @@ from ..context import Context
 from ..errors import SeriesError
 from ..git import GitError, Repo
 from ..manifest import Target
-from ..placement import Placement, landed, place
+from ..placement import Placement, blocked_by, blocked_text, landed, place
 from ..preimages import loader
 from ..reports import Judgement
 from ..statuses import BaseStatus, Verdict
@@ -35,7 +36,8 @@ branch named from its subject ({prtemplate.BRANCH_PREFIX}<subject>) holding only
 (--base-ref, default the clone's HEAD), or on top of the patches it depends on (the manifest's `depends`).
 Patches go in as `verify` places them: cleanly or with a 3-way merge; a patch the base already holds is
 left out, and so is one the last `verify` on this base found fixed upstream differently; one that conflicts
-gets no branch, and is listed with its conflict, while every other branch is made. Running it again
+gets no branch, and is listed with its conflict, and so does one that depends on it (blocked by it), while
+every other branch is made. Running it again
 moves the branches it made to the new result; a branch of that name that it did not make, or that has
 commits of yours since, is not touched (bad input). Nothing is pushed: it prints the `git push` and
 `gh pr create` commands.
@@ -43,7 +45,8 @@ commits of yours since, is not touched (bad input). Nothing is pushed: it prints
 example:
   python3 scripts/series.py branches --repo ~/src/transformers --base-ref upstream/main
 
-exit status: 0 branches made; 1 the branches that could be made are made, but a patch conflicts (listed);
+exit status: 0 branches made; 1 the branches that could be made are made, but a patch conflicts (listed, with
+the patches blocked by it);
 2 bad input (dirty clone, unknown ref, a branch that is not ours): no branch made or moved."""
 NEEDS_GIT = True
 NEEDS_WORK = True
@@ -110,10 +113,20 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     _record(ctx, target, repo, base, ref, plan)
     conflicts = [entry.patch for entry in plan.values() if entry.status == BaseStatus.CONFLICT]
     if conflicts:
-        ctx.out(
-            f"no branch for {', '.join(name[:4] for name in conflicts)} (conflict): `verify --target {target.name} "
-            f"--base path:{repo.path}` (for HEAD) tells whether upstream fixed it differently; then it is left out"
-        )
+        # What the verify on this base found about each conflict; a verify suggested only for those it did not judge.
+        unjudged = []
+        for name in conflicts:
+            advice = reports.conflict_advice(judged.get(name))
+            if advice:
+                ctx.out(f"no branch for {name[:4]} (conflict): {advice}")
+            else:
+                unjudged.append(name)
+        if unjudged:
+            ctx.out(
+                f"no branch for {', '.join(name[:4] for name in unjudged)} (conflict): `verify --target "
+                f"{target.name} --base path:{repo.path}` (for HEAD) tells whether upstream fixed it differently; "
+                "then it is left out"
+            )
         return 1
     return 0
 
@@ -179,6 +192,13 @@ def _build(
         patch = target.patch_path(name)
         if patch in present:
             entry.status, entry.why = BaseStatus.ALREADY_UPSTREAM, "already upstream (the base holds the whole patch)"
+            continue
+        statuses = {dep: str(plan[dep].status) for dep in target.depends_on(name)}
+        blockers = blocked_by(target, name, statuses)
+        if blockers:
+            # It needs a patch that gets no branch here: no branch for it either (its pull request would not work
+            # without that one), and it is not tried without it.
+            entry.status, entry.why = BaseStatus.BLOCKED, blocked_text(blockers, statuses)
             continue
         entry.holds = [dep for dep in target.depends_on(name) if plan[dep].tip is not None]
         entry.without = [dep for dep in target.depends_on(name) if plan[dep].tip is None]
@@ -314,7 +334,7 @@ def _report(
         ctx.out("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     for entry in plan.values():
         if entry.tip is None:
-            what = "no branch for" if entry.status == BaseStatus.CONFLICT else "left out"
+            what = "no branch for" if entry.status in (BaseStatus.CONFLICT, BaseStatus.BLOCKED) else "left out"
             ctx.out(f"{what} {entry.patch}: {entry.why}")
     for entry in made:
         if entry.without:

@@ -15,7 +15,7 @@ from ..context import Context
 from ..errors import SeriesError
 from ..git import FORMAT_PATCH_ARGS, Repo
 from ..manifest import Target
-from ..placement import Placement, landed, place
+from ..placement import Placement, blocked_by, blocked_text, landed, place
 from ..preimages import loader
 from ..statuses import BaseStatus
 
@@ -182,10 +182,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if failed and not args.stop_at_conflict:
             hint = ""
             if spec.kind != "sdist":
-                hint = (
-                    f"; if upstream fixed it in another way, `verify --target {target.name} --base {args.base}` "
-                    "finds out, and checkout then leaves it out"
-                )
+                # What the verify on this base found about the conflict; a verify suggested only where it has not run.
+                verify = f"verify --target {target.name} --base {args.base}"
+                judged = reports.judged(ctx.work, target, base)
+                hint = "; " + reports.conflict_hint(judged, [failed], verify, "checkout then leaves it out")
             raise SeriesError(
                 f"patch {failed} does not apply on {spec.describe(target)}{where}; no checkout was made{hint}"
             )
@@ -236,8 +236,8 @@ def place_as_verify(
     """Put the patches on a base other than the pinned sdist one by one, the way `verify` judges them
     (placement.py): a patch the base already holds is left out, one that applies goes in (with a 3-way merge
     where needed), and one that conflicts is left out when the last `verify` on this base found that upstream
-    fixed it differently (its tests pass without it). Any other conflict stops: with `keep`, `git am` is left
-    stopped at that patch with the rest queued.
+    fixed it differently (its tests pass without it). One that depends on a conflicting one is blocked: left out,
+    not tried. Any other conflict stops: with `keep`, `git am` is left stopped at that patch with the rest queued.
 
     Returns (the patches that went in, [(patch, why)] left out, the patch that failed or None, its files)."""
     judged = reports.judged(ctx.work, target, base)
@@ -247,11 +247,18 @@ def place_as_verify(
     went_in: list[str] = []
     left_out: list[tuple[str, str]] = []
     failed: tuple[str, list[str]] | None = None
+    statuses: dict[str, str] = {}  # patch -> its base status here, for the patches that depend on it
     for index, name in enumerate(target.patches):
         patch = target.patch_path(name)
+        blockers = [] if patch in present else blocked_by(target, name, statuses)
+        if blockers:
+            statuses[name] = BaseStatus.BLOCKED
+            left_out.append((name, blocked_text(blockers, statuses)))
+            continue
         placed = (
             Placement(BaseStatus.ALREADY_UPSTREAM) if patch in present else place(repo, patch, preimages=preimages)
         )
+        statuses[name] = placed.status
         if placed.status.went_in:
             ctx.log(f"placed {name}: {placed.status}")
             went_in.append(name)
@@ -261,6 +268,7 @@ def place_as_verify(
             continue
         verdict = judged.get(name)
         if verdict is not None and verdict.base_status == BaseStatus.FIXED_DIFFERENTLY:
+            statuses[name] = BaseStatus.FIXED_DIFFERENTLY
             left_out.append((name, f"fixed upstream differently, as the verify of {verdict.date} found"))
             continue
         files = [conflict.file for conflict in placed.conflicts]

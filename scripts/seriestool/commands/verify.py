@@ -39,7 +39,8 @@ examples:
 exit status: 0 every patch passed (or is already upstream); 1 a check failed (a conflict, not red, not
 green, flaky, not ruff-clean, a hidden dependency, an upstream-tests regression that no patch declares
 in upstream_tests_changed, a stale declaration there); 2 bad input or environment; 130 interrupted (its
-pytest runs are stopped)."""
+pytest runs are stopped). A patch that depends on a conflicting one is blocked: left out and not tested,
+no failure of its own (the conflict fails the run)."""
 NEEDS_GIT = True
 NEEDS_WORK = True
 LOCKS_WORK = True
