@@ -240,7 +240,7 @@ def _companions(path: Path, name: str, table: object, verify_with: list[str]) ->
         if not VERSION.match(version):
             raise SeriesError(f"{where}: {version!r} is not a release version")
         if not isinstance(pins, dict) or not pins:
-            raise SeriesError(f"{where}: {version!r} must map to a table of companion = \"version\"")
+            raise SeriesError(f'{where}: {version!r} must map to a table of companion = "version"')
         for other, other_version in pins.items():
             if other not in verify_with:
                 raise SeriesError(f"{where}: {version!r} names {other!r}, which is not in verify_with")
