@@ -94,12 +94,13 @@ def verify_all(
                     "tree": repo.out("rev-parse", f"{base}^{{tree}}"),
                     "version": version,
                     "older_than_pin": older,
+                    **spec.report_fields(target),  # an sdist's version and sha256
                 },
                 "patches": len(target.patches),
                 "notes": notes,
             }
         )
-        if spec.kind != "sdist":
+        if spec.moved:
             # The first line of a run on a moved base (the nightly job's on upstream main): what it judged.
             ctx.out(
                 f"verify: {target.name} on {spec.describe(target)}, commit {base} "
@@ -154,7 +155,7 @@ def verify_target(
     if logs.exists():
         shutil.rmtree(logs)
     logs.mkdir(parents=True)
-    moved = spec is not None and spec.kind != "sdist"
+    moved = spec is not None and spec.moved
 
     def run_red(files: list[str], stem: Path) -> PytestRun:
         common: dict[str, Any] = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
