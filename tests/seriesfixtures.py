@@ -245,6 +245,21 @@ def make_tarball(path, top, files, extra_members=()):
     return path
 
 
+def release_files(version, changes=None, base=None):
+    """The fake package's files (`base`, default BASE_FILES) as its release `version` (its PKG-INFO and the metadata
+    its build backend gives pip say so), with `changes` ({path: (old, new)} or new text)."""
+    files = dict(base or BASE_FILES)
+    files["PKG-INFO"] = files["PKG-INFO"].replace("Version: 1.0", f"Version: {version}")
+    files["_backend.py"] = BACKEND.replace("1.0", version)
+    for rel, change in (changes or {}).items():
+        if isinstance(change, tuple):
+            assert change[0] in files[rel], (rel, change[0])
+            files[rel] = files[rel].replace(change[0], change[1], 1)
+        else:
+            files[rel] = change
+    return files
+
+
 def manifest_text(sha, patches=(), *, tests="tests/regress/", name="fake", extra=""):
     items = "".join(f'    "{p}",\n' for p in patches)
     listing = f"[\n{items}]" if patches else "[]"
@@ -311,6 +326,17 @@ class Fake:
         target = slot / self.sdist.name
         target.write_bytes(self.sdist.read_bytes() if data is None else data)
         return target
+
+    def release(self, version, changes=None, base=None):
+        """The sdist of another release of the fake package, beside the pinned one in the folder `links_env`'s pip
+        finds them in; returns its path."""
+        files = release_files(version, changes, base)
+        return make_tarball(self.root / "links" / f"fakepkg-{version}.tar.gz", f"fakepkg-{version}", files)
+
+    def links_env(self, **extra):
+        """`env` with pip finding the sdists in <root>/links (the pinned one, those `release` made): a package index
+        without a network."""
+        return self.env(PIP_FIND_LINKS=str(self.root / "links"), **extra)
 
     def env(self, **extra):
         """No package index and no pip config: tests never touch the network by accident."""

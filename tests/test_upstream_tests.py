@@ -138,6 +138,32 @@ def test_tests_from_a_git_ref(fake, test_python):
     assert not (fetched[0] / "src").exists()
 
 
+def test_tests_from_a_git_ref_on_a_base_from_git(fake, test_python):
+    """The base fetched from a local git URL too (a shallow fetch of one commit): the first run used to stop with
+    exit 2, as the checkout of upstream's tests refused the base's and the series' commits; a rerun is the same."""
+    fake.build_series(GOOD, extra=LISTED)
+    upstream = fake.upstream_repo(fake.root / "upstream")
+    for rel, text in UPSTREAM_TESTS.items():
+        (upstream / rel).parent.mkdir(parents=True, exist_ok=True)
+        (upstream / rel).write_text(text, encoding="utf-8")
+    git(upstream, "add", "--all")
+    git(upstream, "commit", "--quiet", "-m", "upstream tests")
+    git(upstream, "tag", "v1.0")
+    (upstream / "README.md").write_text("# fakepkg\n\nAfter the release.\n", encoding="utf-8")
+    git(upstream, "commit", "--quiet", "-am", "after the release")
+    bare = fake.root / "upstream.git"
+    git(fake.root, "clone", "--quiet", "--bare", str(upstream), str(bare))
+    url = bare.as_uri()
+    report = fake.root / "report.json"
+    for _ in range(2):
+        options = ["--base", f"git:{url}@main", "--upstream-tests", f"git:{url}@v1.0", "--json", str(report)]
+        proc = fake.run("verify", "--python", test_python, "--target", "fake", *options)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.startswith(f"verify: fake on {url}@main, commit {git(bare, 'rev-parse', 'main')} ")
+        [part] = json.loads(report.read_text(encoding="utf-8"))["upstream_tests"]
+        assert part["ok"] is True and part["states"]["series"]["passed"] == 3
+
+
 def test_bad_upstream_tests_input(fake, test_python):
     fake.build_series(GOOD)
     root = _tests_tree(fake)

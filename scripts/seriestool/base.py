@@ -1,15 +1,17 @@
-"""Make a git repository holding a target's base: the pinned sdist, a local clone's HEAD or a git ref."""
+"""Make a git repository holding a target's base: the pinned sdist, the sdist of another release, a local clone's
+HEAD or a git ref."""
 
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from . import archive, fetch
 from .errors import SeriesError
 from .git import GitError, Repo
-from .manifest import Target
+from .manifest import VERSION, Target
 
 
 BASE_TAG = "series/base"
@@ -26,10 +28,24 @@ class BaseSpec:
     kind: str  # "sdist", "path" or "git"
     location: str = ""
     ref: str = ""
+    version: str = ""  # "sdist": a release other than the pinned one ("" for the pin)
+    sha256: str = ""  # "sdist" of another release: the hash of its sdist once known (see `resolve`)
+
+    @property
+    def moved(self) -> bool:
+        """Whether the base is not the pinned sdist (a clone's HEAD, a git ref, another release's sdist): the
+        patches are placed one by one there, with 3-way merges from the pinned sdist's blobs, and judged by their
+        base statuses."""
+        return self.kind != "sdist" or bool(self.version)
+
+    def sdist(self, target: Target) -> tuple[str, str]:
+        """(version, sha256) of the sdist of an "sdist" base: the pin's, or the other release's."""
+        return (self.version, self.sha256) if self.version else (target.version, target.sha256)
 
     def describe(self, target: Target) -> str:
         if self.kind == "sdist":
-            return f"{target.package} {target.version} sdist (sha256 {target.sha256[:12]}...)"
+            version, sha256 = self.sdist(target)
+            return f"{target.package} {version} sdist" + (f" (sha256 {sha256[:12]}...)" if sha256 else "")
         if self.kind == "path":
             return f"HEAD of {self.location}"
         return f"{self.location}@{self.ref}"
@@ -37,25 +53,44 @@ class BaseSpec:
     def key(self, target: Target) -> str:
         """What identifies the base for a reused scratch repository: the sdist's name and hash, or the spec."""
         if self.kind == "sdist":
-            return f"sdist:{target.package}=={target.version}:{target.sha256}"
+            version, sha256 = self.sdist(target)
+            return f"sdist:{target.package}=={version}:{sha256}"
         return f"{self.kind}:{self.location}@{self.ref}"
+
+    def report_fields(self, target: Target) -> dict[str, Any]:
+        """What the JSON report adds to its base entry: the version and sha256 of an sdist base (what was judged)."""
+        if self.kind != "sdist":
+            return {}
+        version, sha256 = self.sdist(target)
+        return {"version": version, "sha256": sha256}
 
 
 SDIST = BaseSpec("sdist")
 # What each option accepts, in its one error line.
 USAGE = {
-    "--base": "bad base {spec!r}: use sdist, path:DIR or git:URL@REF",
+    "--base": "bad base {spec!r}: use sdist, sdist:VERSION, path:DIR or git:URL@REF",
     "--upstream-tests": "bad --upstream-tests {spec!r}: use path:DIR (a tree with tests/) or git:URL@REF",
 }
 
 
 def parse_spec(spec: str | None, target: Target, *, option: str = "--base") -> BaseSpec:
     """The one syntax of `--base` and `--upstream-tests` (docs/user.md, "Specs"): `sdist` (only `--base`; also
-    None or ""), `path:DIR` (made absolute) or `git:URL[@REF]` (REF defaults to HEAD, the remote's default branch;
-    `{version}` in REF is `target`'s pinned version)."""
+    None or ""), `sdist:VERSION` (only `--base`; the pinned version is `sdist`), `path:DIR` (made absolute) or
+    `git:URL[@REF]` (REF defaults to HEAD, the remote's default branch; `{version}` in REF is `target`'s pinned
+    version). The sha256 of another release's sdist is the manifest's (`[targets.<name>.releases]`) or, for one it
+    does not list, found by `resolve`."""
     if option == "--base" and spec in (None, "", "sdist"):
         return SDIST
     kind, _, rest = (spec or "").partition(":")
+    if kind == "sdist" and option == "--base" and rest:
+        if not VERSION.match(rest):
+            raise SeriesError(
+                f"bad base {spec!r}: {rest!r} is not a release version of {target.package} "
+                f"(sdist:VERSION, e.g. sdist:{target.version})"
+            )
+        if rest == target.version:
+            return SDIST
+        return BaseSpec("sdist", version=rest, sha256=target.releases.get(rest, ""))
     if kind == "path" and rest:
         return BaseSpec("path", str(Path(rest).expanduser().resolve()))
     if kind == "git":
@@ -63,6 +98,31 @@ def parse_spec(spec: str | None, target: Target, *, option: str = "--base") -> B
         if url and ref:
             return BaseSpec("git", url, ref.replace("{version}", target.version))
     raise SeriesError(USAGE[option].format(spec=spec))
+
+
+def resolve(spec: BaseSpec, target: Target, downloads: Path, log: Callable[[str], None]) -> BaseSpec:
+    """`spec` with the sha256 of its sdist known. For the sdist of a release the manifest does not list: the one
+    recorded on its first use (`<downloads>/recorded.json`), or else it is downloaded now without a known hash
+    (trust on first use), and its sha256 said in one line and recorded; every later use is checked against it.
+    Any other spec is returned as it is. Nothing is recorded or left in the cache when the download fails."""
+    if spec.kind != "sdist" or not spec.version or spec.sha256:
+        return spec
+    recorded = fetch.recorded_sha256(downloads, target.package, spec.version)
+    if recorded:
+        return replace(spec, sha256=recorded)
+    _, sha256 = fetch.fetch_unpinned(target.package, spec.version, downloads, log=log)
+    path = fetch.record_sha256(downloads, target.package, spec.version, sha256)
+    log(f"sdist {target.package}=={spec.version}: sha256 {sha256} (not in the manifest; recorded in {path})")
+    return replace(spec, sha256=sha256)
+
+
+def _hash_origin(spec: BaseSpec, target: Target, downloads: Path) -> str:
+    """Where the sha256 of an sdist base comes from, for its error lines."""
+    if not spec.version:
+        return ""
+    if spec.version in target.releases:
+        return f"[targets.{target.name}.releases] of the manifest"
+    return f"recorded on first use in {fetch.recorded_path(downloads)}"
 
 
 def _split_ref(text: str) -> tuple[str, str]:
@@ -112,14 +172,18 @@ def _git_source(spec: BaseSpec) -> tuple[str, str]:
 def create(
     target: Target, spec: BaseSpec, dest: str | Path, *, downloads: Path, log: Callable[[str], None] = print
 ) -> str:
-    """Create the new repository `dest` holding the base, on branch `patches`, tagged `series/base`.
+    """Create the new repository `dest` holding the base, on branch `patches`, tagged `series/base`. An sdist
+    base is extracted from the download cache (pip fills it), hash-checked; the same sdist gives the same commit.
 
     Returns the base commit id. `dest` must not exist; nothing is left behind on failure.
     """
     dest = Path(dest)
     try:
         if spec.kind == "sdist":
-            sdist = fetch.fetch_sdist(target.package, target.version, target.sha256, downloads, log=log)
+            spec = resolve(spec, target, downloads, log)
+            version, sha256 = spec.sdist(target)
+            origin = _hash_origin(spec, target, downloads)
+            sdist = fetch.fetch_sdist(target.package, version, sha256, downloads, log=log, expected=origin)
             log(f"extracting {sdist.name}")
             try:
                 archive.extract_stripped(sdist, dest)
@@ -127,9 +191,7 @@ def create(
                 raise SeriesError(f"refusing to extract {sdist.name}: {exc}") from None
             repo = Repo.init(dest)
             repo.run("checkout", "--quiet", "-b", BRANCH)
-            base = repo.commit_all(
-                f"{target.package} {target.version}\n\nsdist sha256 {target.sha256}\n", date=BASE_DATE
-            )
+            base = repo.commit_all(f"{target.package} {version}\n\nsdist sha256 {sha256}\n", date=BASE_DATE)
             stray = repo.status()
             if stray:
                 raise SeriesError(f"the extracted sdist does not round-trip through git: {stray[0]}")

@@ -82,6 +82,21 @@ def parse_with(texts: Sequence[str] | None, manifest: Manifest, targets: Iterabl
     return chosen
 
 
+def unlisted_hashes(
+    chosen: dict[str, str], manifest: Manifest, downloads: Path, log: Callable[[str], None]
+) -> dict[tuple[str, str], str]:
+    """The sdist sha256 of each `--with` release the manifest does not list, as for `--base sdist:VERSION`: recorded
+    on its first use (trust on first use, said in one line), checked on every later one. Called before anything is
+    made: a version the package index does not have is one error line."""
+    found = {}
+    for name, version in chosen.items():
+        other = manifest.target(name)
+        if version != other.version and version not in other.releases:
+            spec = base_mod.resolve(base_mod.BaseSpec("sdist", version=version), other, downloads, log)
+            found[(name, version)] = spec.sha256
+    return found
+
+
 def choose(
     manifest: Manifest,
     target: Target,

@@ -15,6 +15,7 @@ def prepare_scratch(ctx: Context, target: Target, spec: base_mod.BaseSpec, folde
     """A tool-owned checkout of the base under <work>/<folder>/<target> (`verify`'s, or `bundle`'s), reused between
     runs."""
     path = ctx.work / folder / target.name
+    spec = base_mod.resolve(spec, target, ctx.downloads, ctx.log)  # an sdist's key holds its sha256
     key = spec.key(target)
     clean_leftovers(ctx, target, folder)
     repo = Repo(path, isolated=True)

@@ -157,7 +157,11 @@ def updates(target: Target, folder: Path) -> dict[str, Path]:
 
 
 def _tree(ctx: Context, target: Target, scratch: Repo) -> Repo:
-    """A tool-owned checkout (<work>/upstream-tests/<target>/tree) fed with the scratch repository's commits."""
+    """A tool-owned checkout (<work>/upstream-tests/<target>/tree) fed with the scratch repository's commits.
+
+    The scratch repository of a base fetched with `git:` or `path:` is shallow (one commit): a plain fetch from it
+    refuses every ref whose history stops at its shallow root (git only warns, "shallow roots are not allowed to be
+    updated", and exits 0), so the checkout is made shallow alike (`--update-shallow`)."""
     path = ctx.work / "upstream-tests" / target.name / "tree"
     repo = Repo(path, isolated=True)
     if not (path.is_dir() and repo.is_work_tree() and repo.toplevel() == path.resolve()):
@@ -166,7 +170,7 @@ def _tree(ctx: Context, target: Target, scratch: Repo) -> Repo:
         path.mkdir(parents=True)
         repo = Repo.init(path)
         base_mod.set_excludes(repo)
-    repo.run("fetch", "--quiet", "--no-tags", str(scratch.path), f"+{REFS}/*:{REFS}/*")
+    repo.run("fetch", "--quiet", "--no-tags", "--update-shallow", str(scratch.path), f"+{REFS}/*:{REFS}/*")
     return repo
 
 
@@ -203,6 +207,11 @@ def run(
     for state, commit in commits.items():
         scratch.run("update-ref", f"{REFS}/{state}", commit)
     repo = _tree(ctx, target, scratch)
+    for state, commit in commits.items():
+        if repo.rev(f"{REFS}/{state}") != commit:
+            raise SeriesError(
+                f"the {state} commit {commit[:12]} did not reach the checkout of upstream's tests {repo.path}"
+            )
     logs = ctx.work / "logs" / "verify" / target.name
     logs.mkdir(parents=True, exist_ok=True)
     found: dict[str, dict[str, str]] = {}

@@ -79,6 +79,7 @@ def verify_all(
     upstream: tuple[Target, str] | None = None,
     chosen: dict[str, str] | None = None,
     info: dict[str, Any] | None = None,
+    hashes: dict[tuple[str, str], str] | None = None,
 ) -> Verification:
     """Each target's patches on the base `spec` (written `spec_text`), in a scratch checkout each, with the released
     companions its users get (`chosen`: the versions --with names); then, when every patch was checked (`only`
@@ -105,12 +106,13 @@ def verify_all(
                     "tree": repo.out("rev-parse", f"{base}^{{tree}}"),
                     "version": version,
                     "older_than_pin": older,
+                    **spec.report_fields(target),  # an sdist's version and sha256
                 },
                 "patches": len(target.patches),
                 "notes": notes,
             }
         )
-        trees = environment(ctx, target, version, chosen or {}, runs)
+        trees = environment(ctx, target, version, chosen or {}, runs, hashes or {})
         found.environment[target.name] = trees
         entry = found.targets[-1]
         entry["with"] = [tree.to_json() for tree in trees]
@@ -124,7 +126,7 @@ def verify_all(
         )
         # The first line: the world the verdict is about (the base, its companions, torch and Python).
         ctx.out(first_line(target, spec, base, version, trees, found.info))
-        if spec.kind != "sdist":
+        if spec.moved:
             if older:
                 line = (
                     f"the base is {target.package} {version}, older than the pinned {target.version}: the series was "
@@ -180,7 +182,7 @@ def verify_target(
     if logs.exists():
         shutil.rmtree(logs)
     logs.mkdir(parents=True)
-    moved = spec is not None and spec.kind != "sdist"
+    moved = spec is not None and spec.moved
 
     def run_red(files: list[str], stem: Path) -> PytestRun:
         common: dict[str, Any] = {"python": python, "repo_dir": repo.path, "source_dir": target.source_dir}
@@ -438,16 +440,27 @@ def check_base_imports(ctx: Context, target: Target, repo: Repo, base: str, runs
 
 
 def environment(
-    ctx: Context, target: Target, version: str | None, chosen: dict[str, str], runs: Runs
+    ctx: Context,
+    target: Target,
+    version: str | None,
+    chosen: dict[str, str],
+    runs: Runs,
+    hashes: dict[tuple[str, str], str],
 ) -> list[companions_mod.CompanionTrees]:
     """The companions `target` is judged with on a base of `version` (companions.py), their trees made, and checked
-    to be what `runs.python` imports."""
+    to be what `runs.python` imports. `hashes`: the sdist sha256 of `--with` releases the manifest does not list."""
     if not target.verify_with:
         return []
     pinned = {name: ctx.manifest.target(name) for name in target.verify_with}
+
+    def unlisted(other: Target, wanted: str) -> str:
+        if (other.name, wanted) in hashes:
+            return hashes[(other.name, wanted)]
+        return base_mod.resolve(base_mod.BaseSpec("sdist", version=wanted), other, ctx.downloads, ctx.log).sha256
+
     trees = [
         companions_mod.prepare(ctx, companion, pinned[companion.target.name])
-        for companion in companions_mod.choose(ctx.manifest, target, version, chosen)
+        for companion in companions_mod.choose(ctx.manifest, target, version, chosen, sha256_for=unlisted)
     ]
     companions_mod.check_imported(runs.python, trees)
     return trees

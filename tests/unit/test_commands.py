@@ -267,3 +267,19 @@ def test_pr_of_a_patch_that_changes_no_upstream_test(repo, tmp_path):
     ctx, target, patch = _pr_setup(repo, tmp_path, [])
     assert pr.upstream_tests_lines(ctx, target, patch.name) == []
     assert "Upstream tests the pull request must update" not in pr.render(ctx, target, patch.name)
+
+
+@pytest.mark.parametrize(
+    ("base", "phrase"),
+    [
+        ({"spec": "sdist", "version": "1.0", "sha256": "ab" * 32}, "the fakepkg 1.0 release"),
+        ({"spec": "sdist", "version": "1.0"}, "the fakepkg 1.0 release"),  # a report from before sha256
+        ({"spec": "sdist:1.1", "version": "1.1", "sha256": "cd" * 32}, "the fakepkg 1.1 release"),
+        # the pin moved to the release a report judged as another one: the report's release still
+        ({"spec": "sdist:1.2", "version": "1.2", "sha256": "ef" * 32}, "the fakepkg 1.2 release"),
+        ({"spec": "path:/x", "commit": "c" * 40, "version": "1.3.dev0"}, f"commit {'c' * 12}"),
+    ],
+)
+def test_pr_names_the_sdist_a_verify_judged(base, phrase):
+    target = SimpleNamespace(name="fake", package="fakepkg", version="1.2", sha256="ab" * 32, releases={})
+    assert pr._base_phrase(target, {"version": "1.0", "base": base}) == phrase

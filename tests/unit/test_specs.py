@@ -1,5 +1,6 @@
 """The one spec syntax of `--base` and `--upstream-tests` (base.parse_spec; docs/user.md, "Specs")."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -10,7 +11,7 @@ from seriestool.git import Repo
 from .conftest import commit
 
 
-TARGET = SimpleNamespace(package="fakepkg", version="1.2", sha256="ab" * 32)
+TARGET = SimpleNamespace(name="fake", package="fakepkg", version="1.2", sha256="ab" * 32, releases={"1.1": "cd" * 32})
 OPTIONS = ("--base", "--upstream-tests")
 GIT_SPECS = [
     ("git:https://example.invalid/x.git", ("https://example.invalid/x.git", "HEAD")),
@@ -56,6 +57,7 @@ def test_a_path_is_made_absolute(tmp_path, monkeypatch, option):
 
 BAD = [
     "path:",
+    "sdist:",  # an empty VERSION
     "git:",
     "main",
     "https://example.invalid/x.git",
@@ -70,10 +72,64 @@ BAD = [
 def test_bad_specs(spec):
     with pytest.raises(SeriesError) as info:
         base.parse_spec(spec, TARGET)
-    assert str(info.value) == f"bad base {spec!r}: use sdist, path:DIR or git:URL@REF"
+    assert str(info.value) == f"bad base {spec!r}: use sdist, sdist:VERSION, path:DIR or git:URL@REF"
     with pytest.raises(SeriesError) as info:
         base.parse_spec(spec, TARGET, option="--upstream-tests")
     assert str(info.value) == f"bad --upstream-tests {spec!r}: use path:DIR (a tree with tests/) or git:URL@REF"
+
+
+SDISTS = [
+    ("sdist:1.2", base.SDIST),  # the pinned version: the plain sdist, not a moved base
+    ("sdist:1.1", base.BaseSpec("sdist", version="1.1", sha256="cd" * 32)),  # [targets.fake.releases] knows it
+    ("sdist:1.3", base.BaseSpec("sdist", version="1.3")),  # its hash is recorded on first use (`resolve`)
+    ("sdist:1.3rc1", base.BaseSpec("sdist", version="1.3rc1")),
+    ("sdist:1.3.0.dev0", base.BaseSpec("sdist", version="1.3.0.dev0")),
+    ("sdist:1.2.0", base.BaseSpec("sdist", version="1.2.0")),  # another string than the pin's: another spec
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), SDISTS)
+def test_the_sdist_of_a_release(spec, expected):
+    assert base.parse_spec(spec, TARGET) == expected
+    assert (base.parse_spec(spec, TARGET) is base.SDIST) is (expected == base.SDIST)
+    with pytest.raises(SeriesError) as info:  # an sdist has no tests/
+        base.parse_spec(spec, TARGET, option="--upstream-tests")
+    assert str(info.value) == f"bad --upstream-tests {spec!r}: use path:DIR (a tree with tests/) or git:URL@REF"
+
+
+@pytest.mark.parametrize("version", ["not-a-version", "v1.2", "1.2 ", " 1.2", "1..2", "==1.2", "1.2/x", "latest"])
+def test_an_sdist_of_no_release_version_is_refused_before_any_download(version):
+    with pytest.raises(SeriesError) as info:
+        base.parse_spec(f"sdist:{version}", TARGET)
+    assert str(info.value) == (
+        f"bad base 'sdist:{version}': {version!r} is not a release version of fakepkg (sdist:VERSION, e.g. sdist:1.2)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "moved"),
+    [
+        (base.SDIST, False),
+        (base.BaseSpec("sdist", version="1.1"), True),
+        (base.BaseSpec("sdist", version="1.1", sha256="cd" * 32), True),
+        (base.BaseSpec("path", "/x/clone"), True),
+        (base.BaseSpec("git", "u", "main"), True),
+    ],
+)
+def test_every_base_but_the_pinned_sdist_is_moved(spec, moved):
+    assert spec.moved is moved
+
+
+def test_describe_the_sdist_of_another_release_and_its_key():
+    known = base.parse_spec("sdist:1.1", TARGET)
+    assert known.describe(TARGET) == "fakepkg 1.1 sdist (sha256 cdcdcdcdcdcd...)"
+    assert known.key(TARGET) == f"sdist:fakepkg==1.1:{'cd' * 32}"
+    assert known.report_fields(TARGET) == {"version": "1.1", "sha256": "cd" * 32}
+    assert base.SDIST.report_fields(TARGET) == {"version": "1.2", "sha256": "ab" * 32}
+    assert base.BaseSpec("git", "u", "r").report_fields(TARGET) == {}
+    unknown = base.parse_spec("sdist:1.3", TARGET)
+    assert unknown.describe(TARGET) == "fakepkg 1.3 sdist"  # until `resolve` knows its hash
+    assert dataclasses.replace(unknown, sha256="ef" * 32).key(TARGET) == f"sdist:fakepkg==1.3:{'ef' * 32}"
 
 
 def test_describe_a_base_and_its_key():

@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 import pytest
-from seriestool import upstream_tests
+from seriestool import base, upstream_tests
 from seriestool.errors import SeriesError
 from seriestool.git import Repo
 from seriestool.results import DeclaredChange, PytestRun, Regression, UpstreamRun, UpstreamTestsResult
@@ -61,6 +61,30 @@ def test_tests_from_a_path_or_nowhere(tmp_path, upstream):
     with pytest.raises(SeriesError) as info:
         upstream_tests.fetch_tests(ctx, f"git:{upstream.path.as_uri()}@v9", TARGET)
     assert str(info.value).startswith(f"cannot fetch tests/ of {upstream.path.as_uri()}@v9: ")
+
+
+def test_the_checkout_of_upstream_tests_gets_the_commits_of_a_shallow_base(tmp_path, upstream):
+    """A base fetched with git:URL@REF is a shallow fetch of one commit: a plain fetch from that repository refused
+    the refs of the base and the series (git only warns, "shallow roots are not allowed to be updated"), so the first
+    `verify --upstream-tests` on such a base stopped with exit 2."""
+    bare = tmp_path / "bare.git"
+    Repo(tmp_path).run("clone", "--quiet", "--bare", str(upstream.path), str(bare))
+    target = SimpleNamespace(name="fake", package="fakepkg", version="1.2", sha256="ab" * 32)
+    ctx = _ctx(tmp_path)
+    spec = base.parse_spec(f"git:{bare.as_uri()}@v1.2", target)
+    on = base.create(target, spec, tmp_path / "scratch", downloads=tmp_path / "downloads", log=ctx.log)
+    scratch = Repo(tmp_path / "scratch", isolated=True)
+    assert (scratch.git_dir() / "shallow").is_file()
+    series = commit(scratch, {"src/fix.py": "FIXED = True\n"}, "the series")
+    commits = {"base": on, "series": series}
+    for state, commit_id in commits.items():
+        scratch.run("update-ref", f"{upstream_tests.REFS}/{state}", commit_id)
+    for _ in range(2):  # a new checkout, then the same one again
+        tree = upstream_tests._tree(ctx, target, scratch)
+        for state, commit_id in commits.items():
+            assert tree.rev(f"{upstream_tests.REFS}/{state}") == commit_id
+            tree.reset_hard(f"{upstream_tests.REFS}/{state}")
+        assert (tree.path / "src" / "fix.py").is_file() and (tree.path / "tests" / "b.py").is_file()
 
 
 JUNIT = """\

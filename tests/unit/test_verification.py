@@ -312,7 +312,9 @@ def test_upstream_tests_count_the_declarations_of_the_patches_that_went_in(monke
 
     monkeypatch.setattr(verification, "verify_target", verify_target)
     monkeypatch.setattr(verification.upstream_tests, "run", run)
-    spec = SimpleNamespace(describe=lambda target: "fake 1", kind="sdist")
+    spec = SimpleNamespace(
+        describe=lambda target: "fake 1", kind="sdist", moved=False, report_fields=lambda target: {}
+    )
     runs = Runs(python=Path("/py"), device="cpu", timeout=9)
     printed = []
     found = verification.verify_all(

@@ -25,16 +25,18 @@ HELP = "make DIR a git checkout of the base with the series applied, one commit 
 DESCRIPTION = f"""\
 {HELP}.
 
-The base is the pinned sdist (default), a clone's HEAD (path:DIR) or a git ref (git:URL@REF); it is
-tagged series/base, and each patch is one commit on the branch `patches`. On a path: or git: base the
-patches go in as `verify` places them: one the base already holds is left out, and so is one that the
-last `verify` on that base found fixed upstream differently; each left out is named. The checkout is
-built in a staging folder and renamed into place, so DIR is either the old or the new one. --replace
-refuses a checkout with work that was never exported (a commit whose patch is not in patches/<target>,
-or uncommitted changes): export it first, or pass --discard-unexported to throw it away.
+The base is the pinned sdist (default), the sdist of another release (sdist:VERSION), a clone's HEAD
+(path:DIR) or a git ref (git:URL@REF); it is tagged series/base, and each patch is one commit on the
+branch `patches`. On any base but the pinned sdist the patches go in as `verify` places them: one the
+base already holds is left out, and so is one that the last `verify` on that base found fixed upstream
+differently; each left out is named. The checkout is built in a staging folder and renamed into place,
+so DIR is either the old or the new one. --replace refuses a checkout with work that was never exported
+(a commit whose patch is not in patches/<target>, or uncommitted changes): export it first, or pass
+--discard-unexported to throw it away.
 
 example:
   python3 scripts/series.py checkout --replace
+  python3 scripts/series.py checkout --base sdist:5.23.0 --dir /tmp/tf-5.23.0
   python3 scripts/series.py checkout --target accelerate --base git:https://github.com/huggingface/accelerate.git@main
 
 exit status: 0 checkout made; 1 --stop-at-conflict and git am stopped at a patch (DIR holds it);
@@ -48,7 +50,9 @@ LOCKS_WORK = True
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target in the manifest (default: the first)")
     p.add_argument("--dir", help="destination (default: <work>/checkouts/<target>)")
-    p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR (a clone's HEAD) or git:URL@REF")
+    p.add_argument(
+        "--base", metavar="SPEC", help="sdist (default), sdist:VERSION, path:DIR (a clone's HEAD) or git:URL@REF"
+    )
     p.add_argument("--replace", action="store_true", help="replace an existing non-empty DIR")
     p.add_argument(
         "--discard-unexported",
@@ -158,15 +162,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     check_destination(dest, args.replace)
     if args.replace:
         check_unexported(dest, target, args.discard_unexported, ctx.log)
+    # The sdist of a release the manifest does not list is downloaded (and its sha256 recorded) before anything is made
+    spec = base_mod.resolve(spec, target, ctx.downloads, ctx.log)
     staging = make_staging(dest)
     try:
         repo_dir = staging / "repo"
         base = base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
         repo = Repo(repo_dir, isolated=True)
-        repo.run("config", "series.base", args.base or "sdist")
+        repo.run("config", "series.base", args.base if spec.moved else "sdist")
         names: list[str] = list(target.patches)
         left_out: list[tuple[str, str]] = []
-        if spec.kind != "sdist" and target.patches:
+        if spec.moved and target.patches:
             names, left_out, failed, files = place_as_verify(ctx, target, repo, base, keep=args.stop_at_conflict)
             for name, why in left_out:
                 ctx.log(f"left out {name}: {why}")
@@ -181,7 +187,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         where = f" ({', '.join(files)})" if files else ""
         if failed and not args.stop_at_conflict:
             hint = ""
-            if spec.kind != "sdist":
+            if spec.moved:
                 # What the verify on this base found about the conflict; a verify suggested only where it has not run.
                 verify = f"verify --target {target.name} --base {args.base}"
                 judged = reports.judged(ctx.work, target, base)

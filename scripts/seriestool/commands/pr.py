@@ -149,8 +149,9 @@ def _base_phrase(target: Target, report_target: dict[str, Any]) -> str:
     base = report_target["base"]
     commit = (base.get("commit") or "")[:12]
     spec = base_mod.parse_spec(base["spec"], target)
-    if spec.kind == "sdist":
-        return f"the {target.package} {report_target['version']} release"
+    if spec.kind == "sdist":  # the report names the sdist's release (since it has its sha256)
+        version = base["version"] if base.get("sha256") else spec.version or report_target["version"]
+        return f"the {target.package} {version} release"
     if spec.kind == "git":
         where = github_repo(spec.location) or spec.location
         return f"{spec.ref} of {where} ({commit})"

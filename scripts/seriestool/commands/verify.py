@@ -35,6 +35,7 @@ examples:
   python3 scripts/series.py verify --repeat 10                      # a flaky test fails it
   python3 scripts/series.py verify --target transformers \\
       --base git:https://github.com/huggingface/transformers.git@main
+  python3 scripts/series.py verify --target transformers --base sdist:5.23.0   # another release
 
 exit status: 0 every patch passed (or is already upstream); 1 a check failed (a conflict, not red, not
 green, flaky, not ruff-clean, a hidden dependency, an upstream-tests regression that no patch declares
@@ -49,7 +50,9 @@ LOCKS_WORK = True
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="only this target (default: all)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu hides GPUs; cuda needs CUDA torch")
-    p.add_argument("--base", metavar="SPEC", help="sdist (default), path:DIR or git:URL@REF; needs --target")
+    p.add_argument(
+        "--base", metavar="SPEC", help="sdist (default), sdist:VERSION, path:DIR or git:URL@REF; needs --target"
+    )
     p.add_argument(
         "--patch",
         action="append",
@@ -134,20 +137,24 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
     targets, spec, only, upstream = _read_input(args, ctx)
     chosen = companions.parse_with(args.with_, ctx.manifest, targets)
+    hashes = companions.unlisted_hashes(chosen, ctx.manifest, ctx.downloads, ctx.log)
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     info = pyenv.probe(python, device=args.device)
     cache = None if args.no_cache else runcache.for_verify(ctx.work, python, info, args.device)
     runs = Runs(python=python, device=args.device, timeout=args.test_timeout, cache=cache, repeat=args.repeat)
+    # `sdist:<the pinned version>` is the pinned sdist: its report is the release's (`pr`, `reports.on_release`)
+    spec_text = args.base if spec.moved else "sdist"
     found = verify_all(
         ctx,
         targets,
         spec,
         runs,
-        spec_text=args.base or "sdist",
+        spec_text=spec_text,
         only=only,
         upstream=upstream,
         chosen=chosen,
         info=info,
+        hashes=hashes,
     )
     duration = round(time.monotonic() - started, 2)
     for line in console_lines(found, only=only, duration=duration, logs=ctx.work / "logs" / "verify"):
@@ -193,4 +200,6 @@ def _read_input(
         if tests.kind == "path" and not Path(tests.location, "tests").is_dir():
             raise SeriesError(f"--upstream-tests {args.upstream_tests}: {tests.location} has no tests/ folder")
         upstream = (listing[0], args.upstream_tests)
+    # The sdist of a release the manifest does not list: downloaded (its sha256 recorded) before any work.
+    spec = base_mod.resolve(spec, targets[0], ctx.downloads, ctx.log)
     return targets, spec, only, upstream
