@@ -94,7 +94,8 @@ def test_mixed_series_reports_each_failure(fake, test_python):
     assert by_name["0007"]["red"]["status"] == "skipped" and by_name["0007"]["green"]["skipped"] == 1
     assert [p["ok"] for p in data["patches"]] == [True] + [False] * 6
 
-    table = proc.stdout.splitlines()
+    first, *table = proc.stdout.splitlines()
+    assert first.startswith("verify: fake on fakepkg 1.0 sdist (sha256 ")  # the world judged, then the table
     assert table[0].split()[:3] == ["patch", "applies", "alone"]
     rows = table_rows(proc.stdout)
     assert rows[0]["patch"] == "fake 0001 core: make add() add" and rows[0]["verdict"] == "ok"
@@ -138,7 +139,7 @@ def test_good_series_passes_and_reuses_the_scratch_checkout(fake, test_python):
     assert data["ok"] is True and [p["verdict"] for p in data["patches"]] == ["ok", "ok"]
     # The second patch needs the first, as the manifest says: it does not apply alone, which is reported.
     assert [p["applies_alone"] for p in data["patches"]] == [True, False]
-    assert "verify: OK (2 patches, " in proc.stdout
+    assert "verify: OK (2 patches; fake 1.0, torch " in proc.stdout
     assert "extracting" in proc.stderr
     proc, data, _ = _verify(fake, test_python)
     assert proc.returncode == 0 and data["ok"] is True
@@ -187,7 +188,7 @@ def test_only_the_named_patch_is_checked(fake, test_python):
     proc, data, _ = _verify(fake, test_python, "--patch", "0002")
     assert proc.returncode == 0, proc.stdout
     assert [p["verdict"] for p in data["patches"]] == ["not checked", "ok"]
-    assert "verify: OK (1 patch, 1 more not checked (--patch), " in proc.stdout
+    assert "verify: OK (1 patch, 1 more not checked (--patch); fake 1.0, torch " in proc.stdout
     line = one_error_line(fake.run("verify", "--python", test_python, "--patch", "0009-nope.patch"))
     assert "unknown patch '0009-nope.patch'" in line
 

@@ -476,7 +476,7 @@ def first_line(
 ) -> str:
     """`verify: transformers 5.25.0 sdist (sha256 ...) with accelerate 1.16.0 (...), torch ..., Python ...`."""
     where = spec.describe(target)
-    if spec.kind != "sdist":
+    if spec.moved:
         where = f"{where}, commit {commit} ({target.package} {version or 'of no declared version'})"
     parts = [f"verify: {target.name} on {where}"]
     if trees:
