@@ -49,8 +49,9 @@ SEED = REPO_ROOT / "repro" / "skipped_steps_natural.py"
 LIMIT_BYTES = 60 * 1000 * 1000  # what the bundle must stay under
 # Beside the targets' own requirements: what their regression tests import.
 TEST_REQUIREMENTS = ("pytest", "parameterized")
-# The machine's own (the CUDA build): never bundled, nor what only it needs.
-MACHINE_OWN = ("torch",)
+# The machine's own (the CUDA build): never bundled, nor what only it needs. `kernels` (required from transformers
+# 5.25.0) fetches hub kernels for the machine's accelerator: the offline runner asks for none (USE_HUB_KERNELS=NO).
+MACHINE_OWN = ("torch", "kernels")
 MTIME = 946684800  # 2000-01-01, every member's date: the same inputs make the same archive
 
 README = """\
