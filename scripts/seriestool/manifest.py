@@ -34,6 +34,7 @@ TARGET_KEYS = {
     "saved_state": False,
     "releases": False,
     "companions": False,
+    "backports": False,
 }
 REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
 # What a `downstream` scenario's outcome holds, in the order differences are reported. A declaration without
@@ -91,6 +92,8 @@ class Target:
     # a release of this package -> the version of each companion (`verify_with`) its users get
     # ([targets.<name>.companions]); a base of a version not listed gets the companions' pinned versions
     companions: dict[str, dict[str, str]] = field(default_factory=dict)
+    # a release older than the pin -> {patch: why it does not go in there as it is} ([targets.<name>.backports])
+    backports: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def patch_path(self, name: str) -> Path:
         return self.patch_dir / name
@@ -201,6 +204,7 @@ def load(path: str | Path) -> Manifest:
             saved_state=_saved_state(path, name, table.get("saved_state", {})),
             releases=_releases(path, name, table.get("releases", {}), str(table["version"])),
             companions=_companions(path, name, table.get("companions", {}), list(verify_with)),
+            backports=_backports(path, name, table.get("backports", {}), patches),
         )
     for target in targets.values():
         for version, pins in target.companions.items():
@@ -228,6 +232,28 @@ def _releases(path: Path, name: str, table: object, pinned: str) -> dict[str, st
         if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
             raise SeriesError(f"{where}: {version!r}: the sha256 is not 64 lowercase hex digits")
     return dict(table)
+
+
+def _backports(path: Path, name: str, table: object, patches: list[str]) -> dict[str, dict[str, str]]:
+    """Validate `[targets.<name>.backports]`: version -> [{patch, reason}], the patches that need a backport to go
+    in on that (older) release."""
+    where = f"manifest {path}: [targets.{name}.backports]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of "version" = [{{ patch = "...", reason = "..." }}, ...]')
+    found: dict[str, dict[str, str]] = {}
+    for version, entries in table.items():
+        if not VERSION.match(version):
+            raise SeriesError(f"{where}: {version!r} is not a release version")
+        if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+            raise SeriesError(f"{where}: {version!r} must map to a list of {{ patch, reason }} tables")
+        for entry in entries:
+            patch, reason = entry.get("patch"), entry.get("reason")
+            if sorted(entry) != ["patch", "reason"] or patch not in patches:
+                raise SeriesError(f"{where}: {version!r}: each entry is {{ patch, reason }} with a patch of the list")
+            if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
+                raise SeriesError(f"{where}: {version!r}: {patch}: the reason must be one line")
+            found.setdefault(version, {})[patch] = reason.strip()
+    return found
 
 
 def _companions(path: Path, name: str, table: object, verify_with: list[str]) -> dict[str, dict[str, str]]:

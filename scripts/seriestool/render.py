@@ -149,6 +149,9 @@ def _junit_outcome(
     res: PatchResult, check: str, passed: bool | None, required: bool, detail: object
 ) -> tuple[str, str, str] | None:
     """None when the check passed, else ("failure" or "skipped", message, text)."""
+    if res.verdict == Verdict.BACKPORT:
+        # declared: it needs a backport to this older release (or needs one that does); not a failure
+        return "skipped", res.notes[0] if res.notes else "needs a backport", ""
     if res.base_status == BaseStatus.BLOCKED:
         # Not a failure of its own (the conflict that blocks it is one): skipped, saying by which patch.
         if check == "applies":

@@ -66,6 +66,9 @@ class Verdict(enum.StrEnum):
     # a patch it depends on does not go in (a conflict): not judged without it. Not passed, but not a failure of
     # its own either: the conflict that blocks it is the run's failure.
     BLOCKED = "blocked"
+    # on a release older than the pin, a patch the manifest declares needs a backport there (`backports`), or one
+    # blocked by such a patch: reported, not a failure (a declared patch that goes in after all is stale: a failure)
+    BACKPORT = "backport"
 
     @property
     def label(self) -> str:

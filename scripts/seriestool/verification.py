@@ -27,7 +27,7 @@ from .results import SCHEMA_VERSION, CompanionResult, PatchResult, PytestRun, Up
 from .runcache import RunCache
 from .runners import cached_pytest, repeated_pytest, run_pytest, run_style
 from .scratch import prepare_scratch
-from .statuses import RunStatus, Verdict
+from .statuses import BaseStatus, RunStatus, Verdict
 
 
 @dataclass
@@ -138,9 +138,10 @@ def verify_all(
         if not target.patches:
             ctx.out(f"no patches for {target.name}: nothing to verify")
             continue
-        found.results += verify_target(
-            ctx, target, repo, base, target_runs[target.name], only=only, spec=spec, notes=notes
-        )
+        results = verify_target(ctx, target, repo, base, target_runs[target.name], only=only, spec=spec, notes=notes)
+        if spec.moved and version in target.backports:
+            apply_backports(target, version, results)
+        found.results += results
         tops[target.name] = repo.out("rev-parse", "HEAD")
     if only is None:
         for target in targets:
@@ -290,6 +291,35 @@ def verify_target(
         res.decide()
         prev = commit
     return results
+
+
+def apply_backports(target: Target, version: str, results: list[PatchResult]) -> None:
+    """On an older release the manifest declares patches for (`[targets.<t>.backports]`): a declared patch that
+    conflicts needs a backport there (verdict `backport`, a note, no failure), and so do the patches blocked by it
+    only; a declared patch that goes in is a stale declaration (a failure)."""
+    declared = target.backports[version]
+    needs = set()
+    for res in results:
+        if res.name not in declared:
+            continue
+        if res.base_status == BaseStatus.CONFLICT:
+            needs.add(res.name)
+            res.notes += [f"needs a backport to {target.package} {version} (declared: {declared[res.name]})"]
+            res.notes += res.problems
+            res.problems = []
+            res.verdict = Verdict.BACKPORT
+        else:
+            res.problems.append(
+                f"[targets.{target.name}.backports] declares it needs a backport to {version}, but it "
+                f"{'goes in' if res.applies else 'is ' + str(res.base_status)} there: remove the stale declaration"
+            )
+            res.verdict = Verdict.FAIL
+    for res in results:
+        if res.base_status == BaseStatus.BLOCKED and res.blocked_by and set(res.blocked_by) <= needs:
+            res.notes += [f"needs {', '.join(dep[:4] for dep in res.blocked_by)}, which needs a backport to {version}"]
+            res.notes += res.problems
+            res.problems = []
+            res.verdict = Verdict.BACKPORT
 
 
 def release_red(ctx: Context, target: Target, name: str, runs: Runs, logs: Path) -> set[str] | None:
@@ -510,6 +540,8 @@ def verify_with_companions(
 
     Returns None when there is nothing to run."""
     own = [res for res in results if res.target == target.name]
+    # a patch declared to need a backport to this older release is left out of the stage, not a reason to skip it
+    own = [res for res in own if res.verdict != Verdict.BACKPORT]
     if not trees or not own or not all(res.verdict == Verdict.OK for res in own):
         return None
     if not any(ctx.manifest.target(tree.companion.target.name).patches for tree in trees):

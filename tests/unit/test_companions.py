@@ -144,3 +144,26 @@ def test_the_verdict_names_its_world():
     versions = tools(found, found.info)
     # the accelerate the transformers patches ran with is the one named
     assert (versions["transformers"], versions["accelerate"], versions["torch"]) == ("5.24.0", "1.15.0", "2.13.0+cpu")
+
+
+@parameterized.expand(
+    [
+        (
+            '"1.9" = [{ patch = "0001-x.patch", reason = "r" }]',
+            "each entry is { patch, reason } with a patch of the list",
+        ),
+        ('"one" = [{ patch = "0001-a.patch", reason = "r" }]', "'one' is not a release version"),
+        ('"1.9" = [{ patch = "0001-a.patch", reason = "" }]', "the reason must be one line"),
+        ('"1.9" = []', "must map to a list of { patch, reason } tables"),
+    ]
+)
+def test_bad_backports(entry, message):
+    text = MANIFEST.replace("patches = []\nverify_with", 'patches = ["0001-a.patch"]\nverify_with', 1)
+    with pytest.raises(SeriesError, match=re.escape(message)):
+        _load(text + "\n[targets.main.backports]\n" + entry + "\n")
+
+
+def test_backports():
+    text = MANIFEST.replace("patches = []\nverify_with", 'patches = ["0001-a.patch"]\nverify_with', 1)
+    loaded = _load(text + '\n[targets.main.backports]\n"1.9" = [{ patch = "0001-a.patch", reason = " why " }]\n')
+    assert loaded.target("main").backports == {"1.9": {"0001-a.patch": "why"}}

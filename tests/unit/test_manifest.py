@@ -188,7 +188,7 @@ BAD = {
     "unknown_target_key_far_off": (
         _table(zzz="1"),
         r"manifest PATH: \[targets.fake\] has an unknown key 'zzz' \(known: package, version, .*, downstream, issues, "
-        r"test_homes, saved_state, releases, companions\)",
+        r"test_homes, saved_state, releases, companions, backports\)",
     ),
     "downstream_not_table": (
         _table(downstream="[1]"),

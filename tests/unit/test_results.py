@@ -55,6 +55,7 @@ VERDICTS = {
     Verdict.UPSTREAM: ("upstream", "upstream", True),
     Verdict.FLAKY: ("flaky", "FLAKY", False),
     Verdict.BLOCKED: ("blocked", "blocked", False),  # not passed; the conflict that blocks it fails the run
+    Verdict.BACKPORT: ("backport", "backport", True),  # declared for an older release: reported, not a failure
 }
 
 

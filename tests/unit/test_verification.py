@@ -331,3 +331,32 @@ def test_upstream_tests_count_the_declarations_of_the_patches_that_went_in(monke
     assert commits == {"base": "base", "series": "top"} and text == "path:up"
     assert kwargs["declared"] == [(p1, "tests/a.py::T::t1", "r1"), (p3, "tests/a.py::T::t3", "r3")]
     assert found.upstream_tests == [_upstream()]
+
+
+def test_a_patch_declared_to_need_a_backport_to_an_older_release():
+    """`[targets.<t>.backports]`: on that release a declared conflict and the patches it blocks are `backport`, not
+    failures; a declared patch that goes in is a stale declaration."""
+    p1, p2, p3, p4 = "0001-a.patch", "0002-b.patch", "0003-c.patch", "0004-d.patch"
+    target = SimpleNamespace(name="fake", package="fakepkg", backports={"0.9": {p1: "0.9 has its own classes"}})
+
+    def results():
+        one = _patch(p1, Verdict.FAIL, base_status="conflict", problems=["conflicts with the base"])
+        two = _patch(p2, Verdict.BLOCKED, base_status="blocked", blocked_by=[p1], problems=["blocked by 0001"])
+        three = _patch(p3, Verdict.FAIL, base_status="conflict", problems=["conflicts"])
+        four = _patch(p4, Verdict.BLOCKED, base_status="blocked", blocked_by=[p1, p3], problems=["blocked"])
+        return [one, two, three, four]
+
+    found = results()
+    verification.apply_backports(target, "0.9", found)
+    assert [res.verdict for res in found] == [Verdict.BACKPORT, Verdict.BACKPORT, Verdict.FAIL, Verdict.BLOCKED]
+    assert (
+        found[0].problems == []
+        and found[0].notes[0] == "needs a backport to fakepkg 0.9 (declared: 0.9 has its own classes)"
+    )
+    assert found[1].problems == [] and found[1].notes[0] == "needs 0001, which needs a backport to 0.9"
+    assert Verdict.BACKPORT.passed and not Verification(results=found).ok  # 0003's own conflict still fails the run
+    assert Verification(results=found[:2]).ok
+    # a declared patch that goes in there after all: the declaration is stale
+    stale = [_patch(p1, base_status="clean")]
+    verification.apply_backports(target, "0.9", stale)
+    assert stale[0].verdict == Verdict.FAIL and "remove the stale declaration" in stale[0].problems[0]
