@@ -271,6 +271,10 @@ def test_the_companion_stage_runs_the_tests_of_every_patch_with_the_companions(t
     blocked = verification.verify_with_companions(ctx, target, results, scratch, runs, trees)
     assert blocked is not None and blocked.blocked == trees[0].blocked and len(calls) == 1
     trees[0].blocked = None
+    # a patch that needs a backport to an older base is left out of the stage, which still runs
+    declared = _patch("0003-c", Verdict.BACKPORT, test_files=[])
+    assert verification.verify_with_companions(ctx, target, [one, two, declared], scratch, runs, trees) is not None
+    assert calls[-1][2]["files"] == ["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"]
     single = verification.verify_with_companions(ctx, target, [one], scratch, runs, trees)
     assert single is not None and "the 1 new test file of fake (4 tests)" in logged[-2]
 
