@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,14 +116,7 @@ def verify_all(
         found.environment[target.name] = trees
         entry = found.targets[-1]
         entry["with"] = [tree.to_json() for tree in trees]
-        target_runs[target.name] = Runs(
-            python=runs.python,
-            device=runs.device,
-            timeout=runs.timeout,
-            cache=runs.cache,
-            repeat=runs.repeat,
-            paths=tuple(tree.released for tree in trees),
-        )
+        target_runs[target.name] = replace(runs, paths=tuple(tree.released for tree in trees))
         # The first line: the world the verdict is about (the base, its companions, torch and Python).
         ctx.out(first_line(target, spec, base, version, trees, found.info))
         if spec.moved:
@@ -482,16 +475,11 @@ def environment(
     if not target.verify_with:
         return []
     pinned = {name: ctx.manifest.target(name) for name in target.verify_with}
-
-    def unlisted(other: Target, wanted: str) -> str:
-        if (other.name, wanted) in hashes:
-            return hashes[(other.name, wanted)]
-        return base_mod.resolve(base_mod.BaseSpec("sdist", version=wanted), other, ctx.downloads, ctx.log).sha256
-
-    trees = [
-        companions_mod.prepare(ctx, companion, pinned[companion.target.name])
-        for companion in companions_mod.choose(ctx.manifest, target, version, chosen, sha256_for=unlisted)
-    ]
+    # a release the manifest does not list comes only from --with, resolved before anything was made
+    chose = companions_mod.choose(
+        ctx.manifest, target, version, chosen, sha256_for=lambda other, wanted: hashes[(other.name, wanted)]
+    )
+    trees = [companions_mod.prepare(ctx, companion, pinned[companion.target.name]) for companion in chose]
     companions_mod.check_imported(runs.python, trees)
     return trees
 
