@@ -19,12 +19,15 @@ from . import declared, draw, judges, processes, report
 
 
 LOADER = r"""
-import json, os, sys, tempfile
+import dataclasses, json, os, sys, tempfile
 from transformers.trainer_callback import TrainerState
+# The release's state, as it loads a file once the keys it does not know are dropped (the series' 0001, the way
+# upstream adds TrainerState fields): what a newer release saves must load there, each known key as the release reads it
+KNOWN = {field.name for field in dataclasses.fields(TrainerState)}
 for line in sys.stdin:
     fd, path = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(json.loads(line))
+        fh.write(json.dumps({k: v for k, v in json.loads(json.loads(line)).items() if k in KNOWN}))
     try:
         TrainerState.load_from_json(path)
         answer = None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 
-# What 0008 adds to the saved state of a stream read more than once, and what 0017 logs
+# What 0007 adds to the saved state of a stream read more than once, and what 0017 logs
 STREAM_POSITION = "train_dataloader_batches_seen"
 LOGGED_COUNTS = "num_optimizer_steps_attempted"
 # 0014 before issue 38: the token-weighted mean for any module without **kwargs
@@ -70,15 +70,6 @@ DECLARED: list[dict[str, Any]] = [
             "logged-counts",
         )  # fmt: skip
     ),
-    {
-        "invariant": "release-loads",
-        "tree": {"has": STREAM_POSITION},
-        "when": {"streamed": True},
-        "reason": (
-            "0008, documented: a checkpoint of a stream read more than once stores its position "
-            "(train_dataloader_batches_seen), which the release's TrainerState cannot load; sized data never does"
-        ),
-    },
     *(
         {
             "invariant": invariant,

@@ -659,8 +659,9 @@ LOADER: Callable[[str], str | None] | None = None  # set by the worker: the rele
 
 
 def release_loads(obs: Observation) -> list[str] | None:
-    """Every checkpoint loads in the release (`TrainerState.load_from_json` of the release), also after skips. Series
-    claims: 0001, 0008, 0011 (the skip count is kept in `stateful_callbacks`, only when non-zero)."""
+    """Every checkpoint loads in the release once the keys it does not know are dropped (`TrainerState.load_from_json`
+    of the release on the known keys: the series' 0001, upstream's way of adding fields), also after skips. Series
+    claims: 0001, and every patch that adds a `TrainerState` field (plain fields, appended last)."""
     if LOADER is None:
         return None
     found = []

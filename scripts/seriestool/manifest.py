@@ -396,6 +396,7 @@ SAVED_STATE_KEYS = {
     "class": True,
     "saved_when_set": False,
     "unknown_field": False,
+    "loaded_by": False,
     "kept_in": False,
     "kept_in_loads": False,
 }

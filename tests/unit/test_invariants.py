@@ -215,7 +215,7 @@ def test_the_shipped_declarations_are_well_formed():
 
 
 RELEASE_SOURCE = "class Trainer:\n    def _inner_training_loop(self): ...\n"
-SERIES_SOURCE = RELEASE_SOURCE + f"    {declared.LOGGED_COUNTS} = 0\n    {declared.STREAM_POSITION} = None\n"
+SERIES_SOURCE = RELEASE_SOURCE + f"    {declared.LOGGED_COUNTS} = 0\n    '''{declared.GUESSED_MEAN}'''\n"
 
 
 @pytest.mark.parametrize("config", [CONFIG, {}, {"model": "llama_lm", "fp16": True, "resume": None}])
@@ -228,11 +228,11 @@ def test_a_tree_without_the_counts_logs_none_for_any_configuration(config, label
 
 
 @pytest.mark.parametrize("label", ["release", "series", "path:/x"])
-def test_the_stream_position_declaration_follows_the_code_not_the_label(label):
-    config = {"streamed": True}
-    assert declared.find("release-loads", label, config, source=SERIES_SOURCE) is not None
-    assert declared.find("release-loads", label, config, source=RELEASE_SOURCE) is None
-    assert declared.find("release-loads", label, {"streamed": False}, source=SERIES_SOURCE) is None
+def test_the_token_mean_declaration_follows_the_code_not_the_label(label):
+    config = {"model": "reg_sample"}
+    assert declared.find("logged-loss", label, config, source=SERIES_SOURCE) is not None
+    assert declared.find("logged-loss", label, config, source=RELEASE_SOURCE) is None
+    assert declared.find("logged-loss", label, {"model": "reg_kw"}, source=SERIES_SOURCE) is None
 
 
 # -- coverage ------------------------------------------------------------------------------------------------

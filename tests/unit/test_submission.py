@@ -112,3 +112,29 @@ def test_the_test_classes_of_a_new_file_are_those_with_a_test_method(tmp_path):
     path.write_text(HEAD.format(subject="t") + TESTS, encoding="utf-8")
     diff = patchfile.read(path).file("tests/test_new.py")
     assert submission.test_classes(diff) == ["NewTest"]
+
+
+PLAIN = """diff --git a/src/pkg/state.py b/src/pkg/state.py
+--- a/src/pkg/state.py
++++ b/src/pkg/state.py
+@@ -10,6 +10,7 @@ class State:
+     \"\"\"
+\x20
+     step: int = 0
++    skipped: int = 0
+\x20
+ class Other:
+"""
+
+
+def test_pr_names_the_patch_that_makes_a_plain_field_load_in_the_release(tmp_path):
+    from seriestool.commands import pr
+
+    patches = {"0001-load.patch": TESTS, "0002-field.patch": PLAIN}
+    target = _target(tmp_path, patches, unknown_field="raises TypeError", loaded_by="0001-load.patch")
+    text = " ".join(pr.saved_state_lines(target, "0002-field.patch"))
+    assert "- field `skipped`: saved in every checkpoint" in text
+    assert "do NOT load in pkg 1.0: it raises TypeError on `skipped`." in text
+    assert "With the pull request of 0001-load merged first, they load there" in text
+    target.saved_state.pop("loaded_by")
+    assert "merged first" not in " ".join(pr.saved_state_lines(target, "0002-field.patch"))

@@ -439,6 +439,10 @@ def saved_state_lines(target: Target, name: str) -> list[str]:
     unknown = saved.get("unknown_field", "does not load it")
     if always:
         verdict = f"Its checkpoints do NOT load in {release}: it {unknown} on {', '.join(f'`{n}`' for n in always)}."
+        loaded_by = saved.get("loaded_by", "")
+        if loaded_by and loaded_by != name:
+            first = loaded_by.removesuffix(".patch")
+            verdict += f" With the pull request of {first} merged first, they load there (the new keys dropped)."
     elif when_set:
         verdict = (
             f"Its checkpoints load in {release} unless {' or '.join(f'`{n}`' for n in when_set)} is set: on such a "
