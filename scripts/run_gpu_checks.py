@@ -502,6 +502,7 @@ def check_cells(patch: JSON) -> tuple[Any, ...]:
     style = "-" if patch.get("style") is None else ("clean" if patch["style_clean"] else "NOT CLEAN")
     verdict = "FAIL" if patch["verdict"] == "fail" else patch["verdict"]
     return (
+        str(patch.get("tier") or "-"),
         BASE_LABELS.get(status, status) if status else "-",
         alone,
         red_cell(patch.get("red")),
@@ -517,7 +518,7 @@ def _fit(text: str, width: int) -> str:
 
 def table(patches: Sequence[JSON], width: int = WIDTH) -> str:
     """The console table of `series.py verify`, line for line."""
-    head = ("patch", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
+    head = ("patch", "tier", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
     rest = [check_cells(p) for p in patches]
     widths = [max(len(row[i]) for row in [head[1:], *rest]) for i in range(len(head) - 1)]
     room = max(width - sum(widths) - 2 * len(widths), MIN_PATCH)
@@ -564,6 +565,7 @@ def patch_result(target: JSON, patch: JSON) -> JSON:
         "index": patch["index"],
         "sha256": patch["sha256"],
         "subject": patch["subject"],
+        "tier": patch.get("tier", "upstream"),
         "verdict": "fail",
         "ok": False,
         "base_status": patch["base_status"],
