@@ -64,7 +64,7 @@ def test_bad_tiers_are_one_error_line_and_change_nothing(fake, fork, options, me
 @pytest.mark.quick
 def test_pr_of_a_fork_tier_patch_prints_its_issue_text(fake):
     names = fake.build_series(GOOD, VERSION)
-    _tables(fake, {names[1]: REASON})
+    _tables(fake, {names[1]: REASON}, issues=dict.fromkeys(names, "issues/knob.md"))
     # Before: every patch got a pull request body. A fork-tier one gets the issue that proposes it upstream instead.
     proc = fake.ok("pr", "0002")
     assert proc.stdout == ISSUE == fake.ok("pr", "0002", "--issue").stdout
@@ -76,6 +76,10 @@ def test_pr_of_a_fork_tier_patch_prints_its_issue_text(fake):
     # An upstream-tier patch is unchanged: title, then the template's body.
     first = fake.ok("pr", "0001").stdout
     assert first.startswith("core: make add() add\n\n# What does this PR do?\n")
+    # Its notes say that the issue it shares also proposes the fork-tier patch, which has no pull request.
+    words = " ".join(first.split())
+    assert 'It also proposes the fork-tier patches (carried for forks, no pull request yet): "fakepkg: add' in words
+    assert "answered by the pull requests of" not in words
 
 
 def test_export_keeps_the_fork_table_and_warns_when_it_goes_stale(fake):

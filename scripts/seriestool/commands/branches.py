@@ -41,14 +41,17 @@ gets no branch, and is listed with its conflict, and so does one that depends on
 every other branch is made. Running it again
 moves the branches it made to the new result; a branch of that name that it did not make, or that has
 commits of yours since, is not touched (bad input). Nothing is pushed: it prints the `git push` and
-`gh pr create` commands.
+`gh pr create` commands. A fork-tier patch ([targets.<target>.fork]: carried for forks) gets a branch
+{prtemplate.FORK_BRANCH_PREFIX}<subject> and a `gh issue create` (its issue text) instead of a pull request.
+Every commit is authored by you: --author "Name <email>", else the clone's git config user.name and
+user.email (neither: bad input); the patch's author date is kept, so a rerun makes the same commits.
 
 example:
   python3 scripts/series.py branches --repo ~/src/transformers --base-ref upstream/main
 
 exit status: 0 branches made; 1 the branches that could be made are made, but a patch conflicts (listed, with
 the patches blocked by it);
-2 bad input (dirty clone, unknown ref, a branch that is not ours): no branch made or moved."""
+2 bad input (dirty clone, unknown ref, a branch that is not ours, no author): no branch made or moved."""
 NEEDS_GIT = True
 NEEDS_WORK = True
 LOCKS_WORK = True

@@ -349,11 +349,13 @@ def issue_lines(ctx: Context, target: Target, name: str, fixed: list[str], chang
             NOTES_WIDTH,
         ), ref
     if entry.get("text"):
-        others = [
-            patchfile.read(target.patch_path(patch)).subject
+        sharing = [
+            patch
             for patch in target.patches
             if patch != name and target.issues.get(patch, {}).get("text") == entry["text"]
         ]
+        others = [patchfile.read(target.patch_path(p)).subject for p in sharing if target.tier(p) != FORK_TIER]
+        carried = [patchfile.read(target.patch_path(p)).subject for p in sharing if target.tier(p) == FORK_TIER]
         lines = textwrap.wrap(
             f"No upstream issue asks for this change yet: open one first. `python3 scripts/series.py pr {name[:4]} "
             f"--target {target.name} --issue` prints a text for it ({entry['text']} below "
@@ -364,6 +366,12 @@ def issue_lines(ctx: Context, target: Target, name: str, fixed: list[str], chang
         if others:
             lines += textwrap.wrap(
                 "The same issue is answered by the pull requests of: " + ", ".join(f'"{t}"' for t in others),
+                NOTES_WIDTH,
+            )
+        if carried:
+            lines += textwrap.wrap(
+                "It also proposes the fork-tier patches (carried for forks, no pull request yet): "
+                + ", ".join(f'"{t}"' for t in carried),
                 NOTES_WIDTH,
             )
         return lines, ""
