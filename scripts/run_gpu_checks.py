@@ -502,7 +502,6 @@ def check_cells(patch: JSON) -> tuple[Any, ...]:
     style = "-" if patch.get("style") is None else ("clean" if patch["style_clean"] else "NOT CLEAN")
     verdict = "FAIL" if patch["verdict"] == "fail" else patch["verdict"]
     return (
-        str(patch.get("tier") or "-"),
         BASE_LABELS.get(status, status) if status else "-",
         alone,
         red_cell(patch.get("red")),
@@ -518,14 +517,15 @@ def _fit(text: str, width: int) -> str:
 
 def table(patches: Sequence[JSON], width: int = WIDTH) -> str:
     """The console table of `series.py verify`, line for line."""
-    head = ("patch", "tier", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
+    head = ("patch", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
     rest = [check_cells(p) for p in patches]
     widths = [max(len(row[i]) for row in [head[1:], *rest]) for i in range(len(head) - 1)]
     room = max(width - sum(widths) - 2 * len(widths), MIN_PATCH)
     names = []
     for p in patches:
         subject = p.get("subject") or p["name"][5:].removesuffix(".patch")
-        names.append(_fit(f"{p['target']} {p['name'][:4]} {subject}", room))
+        fork = " (fork)" if p.get("tier") == "fork" else ""  # the fork tier, after the number
+        names.append(_fit(f"{p['target']} {p['name'][:4]}{fork} {subject}", room))
     first = max(len(name) for name in [head[0], *names])
     rows = [head, *[(name, *cells) for name, cells in zip(names, rest, strict=True)]]
     widths = [first, *widths]

@@ -108,7 +108,7 @@ def test_verify_reports_each_patchs_tier_and_the_upstream_tier_alone(fake, test_
         ("upstream", True, "ok"),
         ("fork", None, "ok"),
     ]
-    assert [row["tier"] for row in table_rows(proc.stdout)] == ["upstream", "fork"]
+    assert [row["patch"][:16] for row in table_rows(proc.stdout)] == ["fake 0001 core: ", "fake 0002 (fork)"]
     assert f"| `fake/{names[1]}` | fork | yes |" in summary.read_text(encoding="utf-8")
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     tiers = {c.get("classname"): c.find("properties/property[@name='tier']").get("value") for c in cases}

@@ -99,10 +99,15 @@ def tier_cell(patch: JSON) -> str:
     return str(patch.get("tier") or "-")
 
 
+def tier_mark(patch: JSON) -> str:
+    """How the console table shows a patch's tier, after its number: ` (fork)` for the fork tier, nothing for the
+    upstream tier (every patch not in [targets.<t>.fork]). A column of its own would not fit in 120 columns."""
+    return f" ({FORK_TIER})" if patch.get("tier") == FORK_TIER else ""
+
+
 def check_cells(patch: JSON) -> tuple[str, ...]:
-    """The cells of a patch's tier and checks (JSON form), as the console table and the markdown summary show them."""
+    """The cells of a patch's checks (JSON form), as the console table and the markdown summary show them."""
     return (
-        tier_cell(patch),
         applies_cell(patch),
         alone_cell(patch),
         red_cell(patch.get("red")),
@@ -115,14 +120,14 @@ def check_cells(patch: JSON) -> tuple[str, ...]:
 def table(patches: Sequence[JSON], width: int = WIDTH) -> str:
     """The console table of the patches (JSON form), at most `width` columns wide when the patch column can
     shrink to fit: `<target> <number> <subject>`, the subject cut to what is left."""
-    head = ("patch", "tier", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
+    head = ("patch", "applies", "alone", "red fail/all", "green pass/skip", "style", "verdict")
     rest = [check_cells(p) for p in patches]
     widths = [max(len(row[i]) for row in [head[1:], *rest]) for i in range(len(head) - 1)]
     room = max(width - sum(widths) - 2 * len(widths), MIN_PATCH)
     names = []
     for p in patches:
         subject = p.get("subject") or p["name"][5:].removesuffix(".patch")
-        names.append(_fit(f"{short_name(p)} {subject}", room))
+        names.append(_fit(f"{short_name(p)}{tier_mark(p)} {subject}", room))
     first = max(len(name) for name in [head[0], *names])
     rows = [head, *[(name, *cells) for name, cells in zip(names, rest, strict=True)]]
     widths = [first, *widths]
@@ -330,7 +335,7 @@ def markdown(report: JSON) -> str:
             "|---|---|---|---|---|---|---|---|",
         ]
         for patch in report["patches"]:
-            cells = [f"`{patch['target']}/{patch['name']}`", *check_cells(patch)]
+            cells = [f"`{patch['target']}/{patch['name']}`", tier_cell(patch), *check_cells(patch)]
             loud = ("FAIL", "FLAKY", "NOT CLEAN", "CONFLICT")
             cells = [f"**{c}**" if c in loud or c.startswith(("NO:", "FLAKY:")) else c for c in cells]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
