@@ -524,7 +524,8 @@ def table(patches: Sequence[JSON], width: int = WIDTH) -> str:
     names = []
     for p in patches:
         subject = p.get("subject") or p["name"][5:].removesuffix(".patch")
-        names.append(_fit(f"{p['target']} {p['name'][:4]} {subject}", room))
+        fork = " (fork)" if p.get("tier") == "fork" else ""  # the fork tier, after the number
+        names.append(_fit(f"{p['target']} {p['name'][:4]}{fork} {subject}", room))
     first = max(len(name) for name in [head[0], *names])
     rows = [head, *[(name, *cells) for name, cells in zip(names, rest, strict=True)]]
     widths = [first, *widths]
@@ -564,6 +565,7 @@ def patch_result(target: JSON, patch: JSON) -> JSON:
         "index": patch["index"],
         "sha256": patch["sha256"],
         "subject": patch["subject"],
+        "tier": patch.get("tier", "upstream"),
         "verdict": "fail",
         "ok": False,
         "base_status": patch["base_status"],

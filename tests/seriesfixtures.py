@@ -393,6 +393,9 @@ class Fake:
             (path / rel).parent.mkdir(parents=True, exist_ok=True)
             (path / rel).write_text(text, encoding="utf-8")
         git(path, "init", "--quiet", "--initial-branch=main")
+        # its user, whom `branches` commits as (whatever the machine's global git config holds)
+        git(path, "config", "user.name", "Clone User")
+        git(path, "config", "user.email", "clone.user@example.com")
         git(path, "add", "--all")
         git(path, "commit", "--quiet", "-m", "upstream 1.0", env=_fixed_dates())
         return path

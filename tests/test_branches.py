@@ -62,8 +62,8 @@ def test_one_branch_per_patch_and_a_dependent_one_holds_its_dependency(fake):
         "core: make add() add",
     ]
     assert git(repo, "show", "trainer-series/fakepkg-add-version:src/fakepkg/core.py").count("return a - b") == 1
-    # Commits by the clone's user, authored as in the patch.
-    assert git(repo, "log", "-1", "--format=%an|%cn", "trainer-series/core-make-add-add") == "Test Author|Fork Owner"
+    # Before: authored as in the patch (the series' identity). Now by the clone's user, who also commits them.
+    assert git(repo, "log", "-1", "--format=%an|%cn", "trainer-series/core-make-add-add") == "Fork Owner|Fork Owner"
     out = proc.stdout
     assert out.splitlines()[0].endswith(": 3 made, 0 moved, 0 unchanged")
     for branch, number in BRANCHES.items():

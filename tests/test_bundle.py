@@ -252,6 +252,7 @@ def test_runner_table_is_verifys():
             base,
             name="0002-b.patch",
             subject="Trainer: a much longer subject that the table has to cut to fit in the width" * 2,
+            tier="fork",
             base_status="3-way",
             verdict="fail",
             red=dict(red, status="not-red", failed=0),

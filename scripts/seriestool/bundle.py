@@ -300,6 +300,7 @@ def build_stages(ctx: Context, target: Target) -> tuple[Path, str, list[dict[str
                 "index": index,
                 "sha256": sha256_file(patch),
                 "subject": patchfile.read(patch).subject,
+                "tier": target.tier(name),
                 "base_status": str(placed.status),
                 "applies_alone": repo.apply_check_on(base, patch, ctx.work),
                 "depends_on": target.depends.get(name, []),

@@ -35,6 +35,7 @@ TARGET_KEYS = {
     "releases": False,
     "companions": False,
     "backports": False,
+    "fork": False,
 }
 REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
 # What a `downstream` scenario's outcome holds, in the order differences are reported. A declaration without
@@ -50,6 +51,10 @@ DOWNSTREAM_FIELDS = (
     "nonfinite_grads",
 )
 DOWNSTREAM_DEFAULT_FIELDS = DOWNSTREAM_FIELDS[:-2]
+# A patch's tier: `upstream` (a pull request we submit; every patch not in [targets.<name>.fork]) or `fork` (carried
+# for forks, proposed upstream as an issue first).
+UPSTREAM_TIER = "upstream"
+FORK_TIER = "fork"
 
 
 @dataclass
@@ -94,6 +99,16 @@ class Target:
     companions: dict[str, dict[str, str]] = field(default_factory=dict)
     # a release older than the pin -> {patch: why it does not go in there as it is} ([targets.<name>.backports])
     backports: dict[str, dict[str, str]] = field(default_factory=dict)
+    # patch -> why it is carried for forks and not submitted as a pull request ([targets.<name>.fork]): the fork tier
+    fork: dict[str, str] = field(default_factory=dict)
+
+    def tier(self, name: str) -> str:
+        """`fork` for a patch of [targets.<name>.fork], else `upstream`."""
+        return FORK_TIER if name in self.fork else UPSTREAM_TIER
+
+    def upstream_tier(self) -> list[str]:
+        """The upstream-tier patches, in series order."""
+        return [name for name in self.patches if name not in self.fork]
 
     def patch_path(self, name: str) -> Path:
         return self.patch_dir / name
@@ -181,6 +196,7 @@ def load(path: str | Path) -> Manifest:
             raise SeriesError(
                 f"manifest {path}: [targets.{name}] upstream_tests must list relative .py files (tests/...)"
             )
+        issues = _issues(path, name, table.get("issues", {}), patches)
         targets[name] = Target(
             name=name,
             package=str(table["package"]),
@@ -199,12 +215,13 @@ def load(path: str | Path) -> Manifest:
                 path, name, table.get("upstream_tests_changed", {}), patches, upstream_tests
             ),
             downstream=_downstream(path, name, table.get("downstream", {}), patches),
-            issues=_issues(path, name, table.get("issues", {}), patches),
+            issues=issues,
             test_homes=_test_homes(path, name, table.get("test_homes", {}), tests),
             saved_state=_saved_state(path, name, table.get("saved_state", {})),
             releases=_releases(path, name, table.get("releases", {}), str(table["version"])),
             companions=_companions(path, name, table.get("companions", {}), list(verify_with)),
             backports=_backports(path, name, table.get("backports", {}), patches),
+            fork=_fork(path, name, table.get("fork", {}), patches, depends, issues),
         )
     for target in targets.values():
         for version, pins in target.companions.items():
@@ -309,6 +326,37 @@ def _depends(path: Path, name: str, table: object, patches: list[str]) -> dict[s
             raise SeriesError(f"{where}: {patch!r} lists a patch twice")
         depends[patch] = list(needs)
     return depends
+
+
+def _fork(
+    path: Path, name: str, table: object, patches: list[str], depends: dict[str, list[str]], issues: dict[str, Any]
+) -> dict[str, str]:
+    """Validate `[targets.<name>.fork]`: patch -> why it is carried for forks and not submitted as a pull request
+    (one line). A fork-tier patch is proposed upstream as an issue first, so it needs the text of one
+    ([targets.<name>.issues]); an upstream-tier patch (any other) depends on upstream-tier patches only."""
+    where = f"manifest {path}: [targets.{name}.fork]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of patch = "why it is carried for forks, not submitted as a PR"')
+    for patch, reason in table.items():
+        if patch not in patches:
+            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
+        if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
+            raise SeriesError(f"{where}: {patch!r}: the reason must be one line of text")
+        if not issues.get(patch, {}).get("text"):
+            raise SeriesError(
+                f"{where}: {patch!r} has no issue text in [targets.{name}.issues]: a fork-tier patch is proposed "
+                'upstream as an issue first (give it { text = "issues/<topic>.md" })'
+            )
+    for patch, needs in depends.items():
+        if patch in table:
+            continue
+        fork = [need for need in needs if need in table]
+        if fork:
+            raise SeriesError(
+                f"manifest {path}: [targets.{name}.depends]: {patch!r} is upstream tier but needs {fork[0]!r}, which "
+                f"is fork tier ([targets.{name}.fork]): an upstream-tier patch depends on upstream-tier patches only"
+            )
+    return {patch: reason.strip() for patch, reason in table.items()}
 
 
 def _declarations(

@@ -134,6 +134,46 @@ def goes_in(
                 repo.run("checkout", "--quiet", "--force", branch)
 
 
+def stack(
+    repo: Repo,
+    commit: str,
+    patches: Iterable[StrPath],
+    scratch_dir: StrPath,
+    *,
+    preimages: Callable[[], None] | None = None,
+) -> dict[str, Placement]:
+    """Where each of `patches` stands when they are put on `commit` as a stack, in order, and nothing else (verify's
+    check of the upstream tier without the fork tier): {file name: its Placement}; a patch that does not go in is
+    left out and the later ones are tried without it.
+
+    A plain `git apply` of them all on a scratch index is tried first (no work tree touched: every one is then
+    `clean`); when one fails, each goes in through `place`, the merge of every command (3-way, with the blobs
+    `preimages` loads). The work tree is left at the commit, branch and files it had."""
+    paths = [Path(patch) for patch in patches]
+    index = Path(scratch_dir) / f"index-stack-{os.getpid()}"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        repo.run("read-tree", commit, env=env)
+        if all(repo.ok("apply", "--cached", str(path.resolve()), env=env) for path in paths):
+            return {path.name: Placement(BaseStatus.CLEAN) for path in paths}
+    finally:
+        index.unlink(missing_ok=True)
+    head, branch = repo.head(), repo.current_branch()
+    found: dict[str, Placement] = {}
+    try:
+        repo.reset_hard(commit)
+        for path in paths:
+            found[path.name] = place(repo, path, preimages=preimages)
+        return found
+    finally:
+        if repo.operation_in_progress():
+            repo.am_abort()
+        if head is not None:
+            repo.reset_hard(head)
+            if branch is not None:
+                repo.run("checkout", "--quiet", "--force", branch)
+
+
 def applies_with(
     repo: Repo,
     commit: str,

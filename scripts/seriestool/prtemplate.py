@@ -8,7 +8,7 @@ it gives in HTML comments is not repeated. When upstream changes its template, u
 """
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from . import patchfile
@@ -92,6 +92,8 @@ def for_target(target: Target) -> "Template":
 # -- branch names --------------------------------------------------------------------------------------
 
 BRANCH_PREFIX = "trainer-series/"
+# the branches of fork-tier patches ([targets.<target>.fork]): carried for forks, proposed upstream as an issue
+FORK_BRANCH_PREFIX = BRANCH_PREFIX + "fork-only/"
 SLUG_MAX = 60
 
 
@@ -108,12 +110,14 @@ def slug(subject: str, limit: int = SLUG_MAX) -> str:
     return out or (words[0][:limit] if words else "patch")
 
 
-def branch_names(subjects: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """{patch name: branch}, for (patch name, subject) pairs in series order; a name taken earlier gets -2, -3."""
+def branch_names(subjects: Iterable[tuple[str, str]], fork: Collection[str] = ()) -> dict[str, str]:
+    """{patch name: branch}, for (patch name, subject) pairs in series order; a name taken earlier gets -2, -3. A patch
+    in `fork` (the fork tier) gets a `trainer-series/fork-only/` branch."""
     names: dict[str, str] = {}
-    taken: set[str] = set()
+    # git keeps branches as paths: a branch `trainer-series/fork-only` would keep the fork-only ones from being made
+    taken: set[str] = {FORK_BRANCH_PREFIX.rstrip("/")}
     for patch, subject in subjects:
-        base = BRANCH_PREFIX + slug(subject)
+        base = (FORK_BRANCH_PREFIX if patch in fork else BRANCH_PREFIX) + slug(subject)
         name, number = base, 1
         while name in taken:
             number += 1
@@ -124,5 +128,6 @@ def branch_names(subjects: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 def branches_of(target: Target) -> dict[str, str]:
-    """{patch name: branch} of the target's patches, named from their subjects."""
-    return branch_names((name, patchfile.read(target.patch_path(name)).subject) for name in target.patches)
+    """{patch name: branch} of the target's patches, named from their subjects (and their tier)."""
+    subjects = ((name, patchfile.read(target.patch_path(name)).subject) for name in target.patches)
+    return branch_names(subjects, target.fork)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SeriesError
+from .manifest import FORK_TIER
 from .results import PatchResult, UpstreamTestsResult
 from .statuses import BaseStatus, RunStatus, Verdict
 
@@ -16,6 +17,8 @@ from .statuses import BaseStatus, RunStatus, Verdict
 JSON = dict[str, Any]  # a patch of the JSON report, or the report
 
 
+# the problem line of an upstream-tier patch that goes in only on top of a fork-tier one (verification.py)
+STACK_PROBLEM = "does not go in on the base with only the upstream-tier patches before it"
 WIDTH = 120  # the console table fits in this many columns
 MIN_PATCH = 20  # the patch column is never narrower than this
 
@@ -91,6 +94,17 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 3, 0)].rstrip() + "..."
 
 
+def tier_cell(patch: JSON) -> str:
+    """`upstream` (a pull request) or `fork` (carried for forks); `-` in a report that does not say."""
+    return str(patch.get("tier") or "-")
+
+
+def tier_mark(patch: JSON) -> str:
+    """How the console table shows a patch's tier, after its number: ` (fork)` for the fork tier, nothing for the
+    upstream tier (every patch not in [targets.<t>.fork]). A column of its own would not fit in 120 columns."""
+    return f" ({FORK_TIER})" if patch.get("tier") == FORK_TIER else ""
+
+
 def check_cells(patch: JSON) -> tuple[str, ...]:
     """The cells of a patch's checks (JSON form), as the console table and the markdown summary show them."""
     return (
@@ -113,7 +127,7 @@ def table(patches: Sequence[JSON], width: int = WIDTH) -> str:
     names = []
     for p in patches:
         subject = p.get("subject") or p["name"][5:].removesuffix(".patch")
-        names.append(_fit(f"{short_name(p)} {subject}", room))
+        names.append(_fit(f"{short_name(p)}{tier_mark(p)} {subject}", room))
     first = max(len(name) for name in [head[0], *names])
     rows = [head, *[(name, *cells) for name, cells in zip(names, rest, strict=True)]]
     widths = [first, *widths]
@@ -169,7 +183,7 @@ def _junit_outcome(
         return "skipped", "not run: the patch does not apply", ""
     if passed:
         return None
-    if not res.checked and check not in ("applies", "applies_alone"):
+    if not res.checked and check not in ("applies", "applies_alone", "upstream_stack"):
         return "skipped", "not checked (--patch)", ""
     if check == "green_with_fix" and res.green is not None and res.green.status == RunStatus.FLAKY:
         flaky = ", ".join(f"{f['test']} failed in {f['failed']} of {res.green.runs} runs" for f in res.green.flaky)
@@ -230,6 +244,7 @@ def write_junit(
 ) -> None:
     suite = ET.Element("testsuite", name="series-verify", time=f"{duration:.2f}")
     counts = {"tests": 0, "failures": 0, "skipped": 0}
+    tiered = {res.target for res in results if res.tier == FORK_TIER}  # targets whose upstream tier is checked alone
     for res in results:
         checks = [
             ("applies", res.applies, True, None),
@@ -248,9 +263,14 @@ def write_junit(
                 res.style and f"{res.style.check_output}\n{res.style.format_output}",
             ),
         ]
+        if res.target in tiered and res.tier != FORK_TIER:
+            stack = [problem for problem in res.problems if problem.startswith(STACK_PROBLEM)]
+            checks.append(("upstream_stack", res.upstream_stack, True, "; ".join(stack)))
         for check, passed, required, detail in checks:
             case = ET.SubElement(suite, "testcase", classname=f"{res.target}.{res.name}", name=check)
             counts["tests"] += 1
+            properties = ET.SubElement(case, "properties")  # the patch's tier: upstream (a pull request) or fork
+            ET.SubElement(properties, "property", name="tier", value=res.tier)
             if check == "applies" and res.base_status == BaseStatus.THREE_WAY:
                 ET.SubElement(case, "system-out").text = "applies with a 3-way merge"
             outcome = _junit_outcome(res, check, passed, required, detail)
@@ -310,12 +330,12 @@ def markdown(report: JSON) -> str:
     ]
     if report["patches"]:
         lines += [
-            "| patch | applies | alone | red without the fix (failed/total) | green with it (passed/skipped) "
+            "| patch | tier | applies | alone | red without the fix (failed/total) | green with it (passed/skipped) "
             "| style | verdict |",
-            "|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for patch in report["patches"]:
-            cells = [f"`{patch['target']}/{patch['name']}`", *check_cells(patch)]
+            cells = [f"`{patch['target']}/{patch['name']}`", tier_cell(patch), *check_cells(patch)]
             loud = ("FAIL", "FLAKY", "NOT CLEAN", "CONFLICT")
             cells = [f"**{c}**" if c in loud or c.startswith(("NO:", "FLAKY:")) else c for c in cells]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")

@@ -6,7 +6,7 @@ from typing import Any
 from .statuses import BaseStatus, RunStatus, Verdict
 
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def is_test_file(path: str) -> bool:
@@ -75,6 +75,10 @@ class PatchResult:
     hidden_dependency: bool = False  # needs an earlier patch the manifest does not record
     # for BLOCKED: the patches it depends on that conflict (with theirs, so also through a blocked one), in order
     blocked_by: list[str] = field(default_factory=list)
+    tier: str = "upstream"  # upstream (a pull request) or fork (carried for forks): [targets.<target>.fork]
+    # for an upstream-tier patch that went in: whether it also goes in on the base with only the upstream-tier patches
+    # before it (no fork-tier patch under it); None for a fork-tier patch or one that did not go in
+    upstream_stack: bool | None = None
 
     @property
     def red_without_fix(self) -> bool:
@@ -93,7 +97,7 @@ class PatchResult:
             self.verdict = Verdict.UPSTREAM
         elif self.base_status == BaseStatus.BLOCKED:
             self.verdict = Verdict.BLOCKED
-        elif not self.applies or self.hidden_dependency:
+        elif not self.applies or self.hidden_dependency or self.upstream_stack is False:
             self.verdict = Verdict.FAIL
         elif not self.checked:
             self.verdict = Verdict.NOT_CHECKED
@@ -111,6 +115,7 @@ class PatchResult:
             "index": self.index,
             "sha256": self.sha256,
             "subject": self.subject,
+            "tier": self.tier,
             "verdict": self.verdict,
             "ok": self.verdict == Verdict.OK,
             "base_status": self.base_status,
@@ -118,6 +123,7 @@ class PatchResult:
             "applies_alone": self.applies_alone,
             "depends_on": self.depends_on,
             "blocked_by": self.blocked_by,
+            "upstream_stack": self.upstream_stack,
             "red_without_fix": self.red_without_fix,
             "green_with_fix": self.green_with_fix,
             "style_clean": self.style_clean,

@@ -20,9 +20,9 @@ from .base import BaseSpec
 from .context import Context
 from .errors import SeriesError
 from .git import Repo
-from .manifest import Target
+from .manifest import UPSTREAM_TIER, Target
 from .progress import prefixed
-from .render import problem_lines, shown_path, table
+from .render import STACK_PROBLEM, problem_lines, shown_path, table
 from .results import SCHEMA_VERSION, CompanionResult, PatchResult, PytestRun, UpstreamTestsResult, is_test_file
 from .runcache import RunCache
 from .runners import cached_pytest, repeated_pytest, run_pytest, run_style
@@ -206,6 +206,7 @@ def verify_target(
     where = f"[{target.name}]"  # the patch's, in the loop (run_red's progress lines name it)
     for index, name in enumerate(target.patches, start=1):
         res = PatchResult(name=name, target=target.name, index=index, depends_on=target.depends.get(name, []))
+        res.tier = target.tier(name)
         res.subject = patchfile.read(target.patch_path(name)).subject
         results.append(res)
         patch = target.patch_path(name)
@@ -283,7 +284,40 @@ def verify_target(
             )
         res.decide()
         prev = commit
+    check_upstream_stack(ctx, target, repo, base, results, placing.preimages)
     return results
+
+
+def check_upstream_stack(
+    ctx: Context,
+    target: Target,
+    repo: Repo,
+    base: str,
+    results: list[PatchResult],
+    preimages: Callable[[], None] | None = None,
+) -> None:
+    """The upstream tier alone: the upstream-tier patches that went in, in series order, must go in on the base as a
+    stack without any fork-tier patch (through the same merge, 3-way where needed), since upstream gets them without
+    the fork tier. One that does not fails, named; the repository is left at the commit it was at."""
+    went_in = [res for res in results if res.applies and res.tier == UPSTREAM_TIER]
+    if not target.fork:
+        for res in went_in:
+            res.upstream_stack = True  # the series is the upstream tier
+        return
+    ctx.log(f"[{target.name}] the {len(went_in)} upstream-tier patches as a stack on the base, without the fork tier")
+    paths = [target.patch_path(res.name) for res in went_in]
+    placed = placement.stack(repo, base, paths, ctx.work, preimages=preimages)
+    for res in went_in:
+        where = placed[res.name]
+        res.upstream_stack = where.status.went_in or where.status == BaseStatus.ALREADY_UPSTREAM
+        if res.upstream_stack:
+            continue
+        files = ", ".join(conflict.describe() for conflict in where.conflicts) or "git am failed"
+        res.problems.append(
+            f"{STACK_PROBLEM}, without the fork tier ({files}): an upstream-tier patch must not need a fork-tier "
+            f"one ([targets.{target.name}.fork])"
+        )
+        res.decide()
 
 
 def apply_backports(target: Target, version: str, results: list[PatchResult]) -> None:

@@ -188,7 +188,7 @@ BAD = {
     "unknown_target_key_far_off": (
         _table(zzz="1"),
         r"manifest PATH: \[targets.fake\] has an unknown key 'zzz' \(known: package, version, .*, downstream, issues, "
-        r"test_homes, saved_state, releases, companions, backports\)",
+        r"test_homes, saved_state, releases, companions, backports, fork\)",
     ),
     "downstream_not_table": (
         _table(downstream="[1]"),
@@ -580,3 +580,71 @@ def test_the_submission_tables_issues_test_homes_saved_state_and_an_upstream_tes
 def test_bad_submission_tables_are_one_clear_error(tmp_path, table, message):
     text = _table("fake", upstream_tests='["tests/t.py"]') + "\n" + table
     assert message in _error(tmp_path, text)
+
+
+FORK = "[targets.fake.fork]\n"
+
+
+def _tiered(tmp_path, fork, *, issues=(P2, P3), depends=""):
+    """A target whose patches P2 and P3 have issue texts (`issues`), with `fork` as its [targets.fake.fork] body."""
+    (tmp_path / "issues").mkdir(exist_ok=True)
+    (tmp_path / "issues" / "one.md").write_text("Title\n\nBody\n", encoding="utf-8")
+    text = _table("fake") + "\n[targets.fake.issues]\n"
+    text += "".join(f'"{patch}" = {{ text = "issues/one.md" }}\n' for patch in issues)
+    return text + (f"\n[targets.fake.depends]\n{depends}" if depends else "") + f"\n{FORK}{fork}"
+
+
+def test_the_fork_tier_is_read_and_every_other_patch_is_upstream_tier(tmp_path):
+    text = _tiered(tmp_path, f'"{P2}" = " a new public knob \t"\n', depends=f'"{P2}" = ["{P1}"]\n')
+    fake = _load(tmp_path, text).targets["fake"]
+    assert fake.fork == {P2: "a new public knob"}
+    assert [fake.tier(p) for p in (P1, P2, P3)] == ["upstream", "fork", "upstream"]
+
+
+def test_tiers_of_a_valid_manifest(tmp_path):
+    text = _tiered(tmp_path, f'"{P2}" = "why"\n"{P3}" = "why too"\n', depends=f'"{P3}" = ["{P1}", "{P2}"]\n')
+    fake = _load(tmp_path, text).targets["fake"]
+    assert [fake.tier(p) for p in (P1, P2, P3)] == [manifest.UPSTREAM_TIER, manifest.FORK_TIER, manifest.FORK_TIER]
+    assert fake.upstream_tier() == [P1]
+    assert _load(tmp_path, _table()).targets["fake"].fork == {}
+    assert _load(tmp_path, _table()).targets["fake"].upstream_tier() == [P1, P2, P3]
+
+
+@pytest.mark.parametrize(
+    ("fork", "options", "message"),
+    [
+        ('"0009-x.patch" = "why"\n', {}, r"\[targets.fake.fork\]: '0009-x.patch' is not in the patches list"),
+        (f'"{P2}" = ""\n', {}, rf"\[targets.fake.fork\]: '{P2}': the reason must be one line of text"),
+        (f'"{P2}" = "two\\nlines"\n', {}, rf"\[targets.fake.fork\]: '{P2}': the reason must be one line of text"),
+        (f'"{P2}" = ["why"]\n', {}, rf"\[targets.fake.fork\]: '{P2}': the reason must be one line of text"),
+        (
+            f'"{P1}" = "why"\n',
+            {},
+            rf"\[targets.fake.fork\]: '{P1}' has no issue text in \[targets.fake.issues\]: a fork-tier patch is "
+            r"proposed upstream as an issue first \(give it \{ text = \"issues/<topic>.md\" \}\)",
+        ),
+        (
+            f'"{P2}" = "why"\n',
+            {"depends": f'"{P3}" = ["{P1}", "{P2}"]\n'},
+            rf"\[targets.fake.depends\]: '{P3}' is upstream tier but needs '{P2}', which is fork tier "
+            r"\(\[targets.fake.fork\]\): an upstream-tier patch depends on upstream-tier patches only",
+        ),
+    ],
+    ids=["unknown-patch", "empty-reason", "two-lines", "not-text", "no-issue-text", "upstream-needs-fork"],
+)
+def test_bad_tiers_are_one_clear_error(tmp_path, fork, options, message):
+    error = _error(tmp_path, _tiered(tmp_path, fork, **options))
+    assert "\n" not in error and re.fullmatch(r"manifest PATH: " + message, error), error
+
+
+def test_the_fork_table_must_be_a_table(tmp_path):
+    error = _error(tmp_path, _table(fork='"0002-two.patch"'))
+    assert (
+        error == 'manifest PATH: [targets.fake.fork] must be a table of patch = "why it is carried for forks, not '
+        'submitted as a PR"'
+    )
+
+
+def test_an_issue_number_alone_is_not_the_text_of_a_fork_tier_patch(tmp_path):
+    text = _table("fake") + f'\n[targets.fake.issues]\n"{P2}" = {{ issue = "#4" }}\n\n{FORK}"{P2}" = "why"\n'
+    assert "has no issue text in [targets.fake.issues]" in _error(tmp_path, text)

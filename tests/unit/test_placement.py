@@ -613,3 +613,30 @@ def test_a_blocked_patch_the_base_holds_is_already_upstream(fresh, patches, tmp_
     second = _result(patches, "0004", 2)
     assert placing.place(second, patches["0004"], checked=True, stem=tmp_path / "t", in_base=True) is False
     assert second.base_status == BaseStatus.ALREADY_UPSTREAM and second.problems == []
+
+
+def test_a_stack_that_goes_in_plainly_touches_no_work_tree(fresh, patches, tmp_path):
+    repo, base = fresh
+    calls = []
+    placed = placement.stack(
+        repo, base, [patches["0001"], patches["0003"]], tmp_path, preimages=lambda: calls.append(1)
+    )
+    assert {name[:4]: where.status for name, where in placed.items()} == {
+        "0001": BaseStatus.CLEAN,
+        "0003": BaseStatus.CLEAN,
+    }
+    assert calls == [] and list(tmp_path.glob("index-stack-*")) == []
+    _untouched(repo, base)
+
+
+def test_a_stack_names_the_patch_that_needs_one_left_out_and_goes_on_without_it(fresh, patches, tmp_path):
+    """The upstream tier without the fork tier: 0002 was made on top of 0001; without 0001 under it, it conflicts,
+    and 0003 is still placed (without 0002). The repository is left at the commit and branch it had."""
+    repo, base = fresh
+    repo.run("checkout", "--quiet", "-b", "work")
+    placed = placement.stack(repo, base, [patches["0002"], patches["0003"]], tmp_path)
+    assert placed[patches["0002"].name].status == BaseStatus.CONFLICT
+    assert [c.file for c in placed[patches["0002"].name].conflicts] == ["src/core.py"]
+    assert placed[patches["0003"].name].status == BaseStatus.CLEAN
+    _untouched(repo, base)
+    assert repo.current_branch() == "work"

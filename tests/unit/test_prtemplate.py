@@ -83,8 +83,24 @@ def test_branches_of_a_target(repo, tmp_path):
     first = make_patch(repo, {"a.py": "A = 2\n"}, "Trainer: keep A", tmp_path / "p1")
     second = make_patch(repo, {"b.py": "B = 2\n"}, "Trainer: keep A", tmp_path / "p2")
     second = second.rename(first.parent / "0002-again.patch")
-    target = SimpleNamespace(patches=[first.name, second.name], patch_path=lambda name: first.parent / name)
+    target = SimpleNamespace(patches=[first.name, second.name], patch_path=lambda name: first.parent / name, fork={})
     assert prtemplate.branches_of(target) == {
         first.name: "trainer-series/trainer-keep-a",
         second.name: "trainer-series/trainer-keep-a-2",
+    }
+    # A fork-tier patch's branch is named as fork-only.
+    target.fork = {second.name: "a new knob"}
+    assert prtemplate.branches_of(target) == {
+        first.name: "trainer-series/trainer-keep-a",
+        second.name: "trainer-series/fork-only/trainer-keep-a",
+    }
+
+
+def test_fork_tier_branches_are_fork_only_and_never_blocked_by_an_upstream_one():
+    pairs = [("0001-a.patch", "Fork only"), ("0002-b.patch", "Fix it"), ("0003-c.patch", "Fix it")]
+    assert prtemplate.branch_names(pairs, fork={"0003-c.patch"}) == {
+        # `trainer-series/fork-only` would keep git from making any `trainer-series/fork-only/...` branch
+        "0001-a.patch": "trainer-series/fork-only-2",
+        "0002-b.patch": "trainer-series/fix-it",
+        "0003-c.patch": "trainer-series/fork-only/fix-it",
     }

@@ -87,6 +87,7 @@ def _patch(number, verdict=Verdict.OK, **fields):
         "name": f"{number}-a-patch.patch",
         "target": "fake",
         "subject": f"core: patch {number}",
+        "tier": "upstream",
         "base_status": BaseStatus.CLEAN,
         "applies_alone": True,
         "depends_on": [],
@@ -105,6 +106,9 @@ def _patch(number, verdict=Verdict.OK, **fields):
 def test_check_cells():
     assert render.check_cells(_patch("0001")) == ("yes", "yes", "yes 1/1", "yes 1/0", "clean", "ok")
     assert render.check_cells(_patch("0001", Verdict.FAIL, red=None, style=None))[2:] == ("-", "yes 1/0", "-", "FAIL")
+    assert [render.tier_cell(_patch("0001", tier=tier)) for tier in ("upstream", "fork")] == ["upstream", "fork"]
+    assert render.tier_cell({}) == "-"  # a report that does not say
+    assert [render.tier_mark(_patch("0001", tier=tier)) for tier in ("upstream", "fork")] == ["", " (fork)"]
 
 
 def test_table():
@@ -156,7 +160,7 @@ def _junit(tmp_path, results, duration=1.5):
     suite = ET.parse(path).getroot().find("testsuite")
     cases = {}
     for case in suite.iter("testcase"):
-        outcome = next(iter(case), None)
+        outcome = next((child for child in case if child.tag != "properties"), None)
         outcome = None if outcome is None or outcome.tag == "system-out" else (outcome.tag, outcome.get("message"))
         cases[case.get("name")] = outcome
     return suite, cases
@@ -217,10 +221,14 @@ def test_junit_of_a_patch_that_is_not_green(tmp_path):
 def test_junit_is_indented(tmp_path):
     _junit(tmp_path, [_res()])
     lines = (tmp_path / "junit.xml").read_text(encoding="utf-8").splitlines()
-    assert lines[:3] == [
+    assert lines[:7] == [
         "<testsuites>",
         '  <testsuite name="series-verify" time="1.50" tests="5" failures="0" skipped="0" errors="0">',
-        '    <testcase classname="fake.0001-a.patch" name="applies" />',
+        '    <testcase classname="fake.0001-a.patch" name="applies">',
+        "      <properties>",
+        '        <property name="tier" value="upstream" />',
+        "      </properties>",
+        "    </testcase>",
     ]
 
 
@@ -332,10 +340,10 @@ def test_markdown_of_a_good_run():
         "",
         "Device `cpu`, torch 2.13.0, Python 3.11.7, 12 s.",
         "",
-        "| patch | applies | alone | red without the fix (failed/total) | green with it (passed/skipped) | style "
-        "| verdict |",
+        "| patch | tier | applies | alone | red without the fix (failed/total) | green with it (passed/skipped) "
+        "| style | verdict |",
     ]
-    assert "| `fake/0001-a-patch.patch` | yes | yes | yes 1/1 | yes 1/0 | clean | ok |" in text
+    assert "| `fake/0001-a-patch.patch` | upstream | yes | yes | yes 1/1 | yes 1/0 | clean | ok |" in text
     assert "Needs a maintainer" not in text and "Notes" not in text and "No patches" not in text
 
 
@@ -354,8 +362,8 @@ def test_markdown_of_a_failed_run():
     assert text.startswith("### Patch series verify: FAILED\n")
     assert "| fake | x\\|y | `` |" in text
     assert (
-        "| `fake/0002-a-patch.patch` | **CONFLICT** | yes | **NO: not-red 0/1** | yes 1/0 | **NOT CLEAN** | **FAIL** |"
-        in text
+        "| `fake/0002-a-patch.patch` | upstream | **CONFLICT** | yes | **NO: not-red 0/1** | yes 1/0 | **NOT CLEAN** "
+        "| **FAIL** |" in text
     )
     assert "**Needs a maintainer:**\n\n- `fake/0002-a-patch.patch`: a \\| b c\n" in text
     assert "**Notes:**\n\n- `fake`: t\n- `fake/0002-a-patch.patch`: n\n" in text
@@ -377,7 +385,7 @@ def test_markdown_of_a_blocked_patch():
         problems=["blocked by 0001 (conflict): it needs 0001"],
     )
     text = render.markdown(_report([root, blocked], ok=False))
-    assert "| `fake/0002-a-patch.patch` | blocked | needs 0001 | - | - | - | blocked |" in text
+    assert "| `fake/0002-a-patch.patch` | upstream | blocked | needs 0001 | - | - | - | blocked |" in text
     assert "**Needs a maintainer:**\n\n- `fake/0001-a-patch.patch`: conflicts\n\n" in text
     assert (
         "**Blocked** (left out with a patch they need; judged once it goes in):\n\n"
@@ -407,10 +415,10 @@ def test_markdown_blocks_are_separated_by_blank_lines():
             "",
             "Device `cpu`, torch 2.13.0, Python 3.11.7, 12 s.",
             "",
-            "| patch | applies | alone | red without the fix (failed/total) | green with it (passed/skipped) | style "
-            "| verdict |",
-            "|---|---|---|---|---|---|---|",
-            "| `fake/0001-a-patch.patch` | yes | yes | yes 1/1 | yes 1/0 | clean | ok |",
+            "| patch | tier | applies | alone | red without the fix (failed/total) | green with it (passed/skipped) "
+            "| style | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+            "| `fake/0001-a-patch.patch` | upstream | yes | yes | yes 1/1 | yes 1/0 | clean | ok |",
             "",
             "**Needs a maintainer:**",
             "",
@@ -616,3 +624,35 @@ def test_markdown_of_a_run_on_a_moved_base_says_first_which_commit_it_judged():
     base = {"spec": "git:https://example.invalid/fake.git@main", "describe": "main of fake", "commit": "f" * 40}
     text = render.markdown(_report([_patch("0001")], targets=[{"name": "fake", "base": base}]))
     assert text.splitlines()[0] == f"### Patch series verify: OK on fake main of fake at `{'f' * 40}`"
+
+
+def test_junit_says_each_patchs_tier_and_checks_the_upstream_tier_alone_where_there_is_a_fork_tier(tmp_path):
+    def tiers(path):
+        root = ET.parse(path).getroot()
+        return {
+            (case.get("classname"), case.get("name")): case.find("properties/property[@name='tier']").get("value")
+            for case in root.iter("testcase")
+        }
+
+    fork = _res(name="0002-b.patch", index=2, tier="fork")
+    below = _res(upstream_stack=False, problems=[f"{render.STACK_PROBLEM}, without the fork tier (a.py: x)"])
+    suite, cases = _junit(tmp_path, [below, fork])
+    # the upstream-tier patch gets an `upstream_stack` case (failed: it goes in only on top of a fork-tier one)
+    assert cases["upstream_stack"] == ("failure", "upstream_stack failed")
+    stack = next(c for c in suite.iter("testcase") if c.get("name") == "upstream_stack")
+    assert stack.findtext("failure").startswith(render.STACK_PROBLEM)
+    assert suite.get("tests") == str(6 + 5) and suite.get("failures") == "1"
+    found = tiers(tmp_path / "junit.xml")
+    assert {value for (name, _), value in found.items() if name == "fake.0002-b.patch"} == {"fork"}
+    assert {value for (name, _), value in found.items() if name == "fake.0001-a.patch"} == {"upstream"}
+    # without a fork tier the series is the upstream tier: no such case
+    suite, cases = _junit(tmp_path, [_res(upstream_stack=True)])
+    assert "upstream_stack" not in cases and suite.get("tests") == "5"
+
+
+def test_markdown_and_table_show_the_fork_tier():
+    patches = [_patch("0001"), _patch("0002", tier="fork")]
+    assert "| `fake/0002-a-patch.patch` | fork | yes |" in render.markdown(_report(patches))
+    rows = render.table(patches).splitlines()
+    # the console marks the fork tier after the number (a column would not fit in 120 columns)
+    assert rows[2].startswith("fake 0001 core: patch 0001  ") and rows[3].startswith("fake 0002 (fork) core: patch")

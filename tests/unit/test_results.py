@@ -116,6 +116,11 @@ DECISIONS = {
     "fixed_differently": ({"applies": False, "base_status": "fixed-differently"}, Verdict.UPSTREAM),
     "blocked": ({"applies": False, "base_status": BaseStatus.BLOCKED, "red": None, "green": None}, Verdict.BLOCKED),
     "blocked_not_checked": ({"applies": False, "base_status": "blocked", "checked": False}, Verdict.BLOCKED),
+    # an upstream-tier patch that goes in only on top of a fork-tier one
+    "not_in_the_upstream_stack": ({"upstream_stack": False}, Verdict.FAIL),
+    "not_in_the_upstream_stack_not_checked": ({"upstream_stack": False, "checked": False}, Verdict.FAIL),
+    "in_the_upstream_stack": ({"upstream_stack": True}, Verdict.OK),
+    "fork_tier": ({"tier": "fork", "upstream_stack": None}, Verdict.OK),
 }
 
 
@@ -192,6 +197,7 @@ def test_to_json():
         "index": 1,
         "sha256": "f" * 64,
         "subject": "core: fix",
+        "tier": "upstream",
         "verdict": "ok",
         "ok": True,
         "base_status": "clean",
@@ -199,6 +205,7 @@ def test_to_json():
         "applies_alone": False,
         "depends_on": ["0000-x.patch"],
         "blocked_by": [],
+        "upstream_stack": None,
         "red_without_fix": True,
         "green_with_fix": True,
         "style_clean": True,
@@ -223,4 +230,4 @@ def test_to_json():
     assert _result(verdict=Verdict.FAIL, red=None, green=None, style=None).to_json()["ok"] is False
     empty = _result(red=None, green=None, style=None).to_json()
     assert (empty["red"], empty["green"], empty["style"]) == (None, None, None)
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5  # 5: each patch's `tier` and `upstream_stack`

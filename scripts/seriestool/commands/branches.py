@@ -9,17 +9,18 @@ moved at the end, in one ref transaction, so a failure leaves them all as they w
 """
 
 import argparse
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
 
 from .. import prtemplate, reports
 from ..am import check_patches
-from ..clone import blocking_branch, committer_identity, open_clean_clone
+from ..clone import author_identity, blocking_branch, committer_identity, open_clean_clone, reauthor
 from ..context import Context
 from ..errors import SeriesError
 from ..git import GitError, Repo
-from ..manifest import Target
+from ..manifest import FORK_TIER, Target
 from ..placement import Placement, blocked_by, blocked_text, landed, place
 from ..preimages import loader
 from ..reports import Judgement
@@ -40,14 +41,17 @@ gets no branch, and is listed with its conflict, and so does one that depends on
 every other branch is made. Running it again
 moves the branches it made to the new result; a branch of that name that it did not make, or that has
 commits of yours since, is not touched (bad input). Nothing is pushed: it prints the `git push` and
-`gh pr create` commands.
+`gh pr create` commands. A fork-tier patch ([targets.<target>.fork]: carried for forks) gets a branch
+{prtemplate.FORK_BRANCH_PREFIX}<subject> and a `gh issue create` (its issue text) instead of a pull request.
+Every commit is authored by you: --author "Name <email>", else the clone's git config user.name and
+user.email (neither: bad input); the patch's author date is kept, so a rerun makes the same commits.
 
 example:
   python3 scripts/series.py branches --repo ~/src/transformers --base-ref upstream/main
 
 exit status: 0 branches made; 1 the branches that could be made are made, but a patch conflicts (listed, with
 the patches blocked by it);
-2 bad input (dirty clone, unknown ref, a branch that is not ours): no branch made or moved."""
+2 bad input (dirty clone, unknown ref, a branch that is not ours, no author): no branch made or moved."""
 NEEDS_GIT = True
 NEEDS_WORK = True
 LOCKS_WORK = True
@@ -59,6 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", required=True, metavar="FORK", help="your clone of the upstream repository")
     p.add_argument("--target", help="target in the manifest (default: the first)")
     p.add_argument("--base-ref", metavar="REF", help="the commit the branches start from (default: HEAD)")
+    p.add_argument(
+        "--author",
+        metavar='"NAME <EMAIL>"',
+        help="who the commits are authored by (default: the clone's git config user.name and user.email)",
+    )
 
 
 class _Branch:
@@ -75,7 +84,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     check_patches(target)
     repo = open_clean_clone(args.repo, NAME)
-    identity = committer_identity(repo)
+    author = author_identity(repo, args.author)
+    identity = committer_identity(repo, fallback=author)
     ref = args.base_ref or "HEAD"
     base = repo.rev(ref)
     if base is None:
@@ -103,7 +113,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         shutil.rmtree(left, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
     try:
-        plan = _build(ctx, target, repo, base, ref, identity, tmp / "repo", names, judged)
+        plan = _build(ctx, target, repo, base, ref, identity, author, tmp / "repo", names, judged)
         moves = _check_moves(repo, plan)
         if moves:
             _publish(repo, tmp / "repo", moves)
@@ -175,11 +185,13 @@ def _build(
     base: str,
     ref: str,
     identity: dict[str, str],
+    author: tuple[str, str],
     path: Path,
     names: dict[str, str],
     judged: dict[str, Judgement],
 ) -> dict[str, _Branch]:
-    """Every patch's branch, built in a scratch clone that shares the clone's objects."""
+    """Every patch's branch, built in a scratch clone that shares the clone's objects; each commit authored by
+    `author` (the submitter), committed by `identity`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     Repo(path.parent, isolated=True).run("clone", "--quiet", "--shared", "--no-checkout", str(repo.path), str(path))
     scratch = Repo(path, isolated=True, env=identity)
@@ -209,12 +221,13 @@ def _build(
                 entry.status = BaseStatus.CONFLICT
                 entry.why = f"conflict: {dep[:4]}, which it depends on, does not go in under it ({_files(under)})"
                 break
+            reauthor(scratch, author)
         if entry.status == BaseStatus.CONFLICT:
             continue
         placed = place(scratch, patch, preimages=preimages)
         entry.status = placed.status
         if placed.status.went_in:
-            entry.tip = scratch.head()
+            entry.tip = reauthor(scratch, author)
             continue
         if placed.status == BaseStatus.ALREADY_UPSTREAM:
             entry.why = "already upstream (the base holds the whole patch)"
@@ -339,7 +352,10 @@ def _report(
     for entry in made:
         if entry.without:
             ctx.out(f"{entry.branch}: made without {', '.join(entry.without)}, which it depends on (left out)")
-        if entry.holds:
+        if entry.holds and target.tier(entry.patch) == FORK_TIER:
+            held = ", ".join(dep[:4] for dep in entry.holds)
+            ctx.out(f"{entry.branch} holds {held} under {entry.patch[:4]} (depends)")
+        elif entry.holds:
             ctx.out(
                 f"{entry.branch} holds {', '.join(dep[:4] for dep in entry.holds)} under {entry.patch[:4]} (depends): "
                 "its pull request is opened as a draft (below) until theirs are merged"
@@ -356,8 +372,11 @@ def _report(
     upstream = prtemplate.github_repo(target.git_url) or target.git_url
     ctx.out(f"nothing was pushed. To submit (origin: your fork of {upstream}; <you>: your GitHub user):")
     ctx.out(f"  git -C {repo.path} push --force-with-lease origin " + " ".join(entry.branch for entry in made))
-    ctx.out("then for each pull request, write its description in the file yourself (docs/user.md, submitting):")
-    for entry in made:
+    prs = [entry for entry in made if target.tier(entry.patch) != FORK_TIER]
+    forks = [entry for entry in made if target.tier(entry.patch) == FORK_TIER]
+    if prs:
+        ctx.out("then for each pull request, write its description in the file yourself (docs/user.md, submitting):")
+    for entry in prs:
         text = f"/tmp/pr-{target.name}-{entry.patch[:4]}.md"
         ctx.out(f"  python3 scripts/series.py pr {entry.patch[:4]} --target {target.name} > {text}")
         if entry.holds:
@@ -369,3 +388,25 @@ def _report(
             f"  gh pr create --repo {upstream}{draft} --head <you>:{entry.branch} "
             f'--title "$(head -n 1 {text})" --body "$(tail -n +3 {text})"'
         )
+    if forks:
+        ctx.out(
+            "the fork-tier patches are carried for forks, not submitted as pull requests: propose each upstream as an "
+            "issue first (read the text, make it yours; name the branch in it):"
+        )
+    opened: dict[str, str] = {}  # issue text -> the patch whose command opens it
+    for entry in forks:
+        ctx.out(f"  # {entry.patch[:4]} ({entry.branch}): {target.fork[entry.patch]}")
+        issue = target.issues[entry.patch]
+        if issue.get("issue"):
+            ctx.out(f"  # its issue is open: {issue['issue']} ({upstream}): link the branch there")
+            continue
+        text = issue["text"]
+        if text in opened:
+            ctx.out(f"  # the same issue as {opened[text]} ({text}): link the branch there")
+            continue
+        opened[text] = entry.patch[:4]
+        title = (ctx.manifest.path.parent / text).read_text(encoding="utf-8").splitlines()[0].strip()
+        body = f"/tmp/issue-{target.name}-{entry.patch[:4]}.md"
+        command = f"python3 scripts/series.py pr {entry.patch[:4]} --target {target.name} --issue"
+        ctx.out(f"  {command} | tail -n +3 > {body}")
+        ctx.out(f"  gh issue create --repo {upstream} --title {shlex.quote(title)} --body-file {body}")

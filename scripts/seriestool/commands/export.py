@@ -98,12 +98,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     listed = manifest_mod.rewrite_patch_list(ctx.manifest, target.name, names)
-    gone = sorted({n for key, needs in target.depends.items() for n in [key, *needs] if n not in names})
-    if gone:
-        ctx.log(
-            f"warning: [targets.{target.name}.depends] in {ctx.manifest.path.name} names patches export no longer "
-            f"produced ({', '.join(gone)}): rename them there by hand (the manifest does not load until then)"
-        )
+    # The tables edited by hand that name patches are kept as they are: a rename is the user's to follow there.
+    named = {
+        "depends": [n for key, needs in target.depends.items() for n in [key, *needs]],
+        "fork": list(target.fork),
+    }
+    for table, listed_names in named.items():
+        gone = sorted({n for n in listed_names if n not in names})
+        if gone:
+            ctx.log(
+                f"warning: [targets.{target.name}.{table}] in {ctx.manifest.path.name} names patches export no longer "
+                f"produced ({', '.join(gone)}): rename them there by hand (the manifest does not load until then)"
+            )
     only = (
         f" ({len(index_only)} of them only in their `index` lines: {', '.join(index_only)} apply to blobs an earlier "
         "patch changed; `git diff -I '^index ' patches/` leaves them out)"

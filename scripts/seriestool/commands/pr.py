@@ -25,7 +25,7 @@ from ..am import check_patch
 from ..context import Context
 from ..digests import sha256_file
 from ..errors import SeriesError
-from ..manifest import Target, find_patch
+from ..manifest import FORK_TIER, Target, find_patch
 from ..patchfile import PatchFile
 from ..results import is_test_file
 from ..statuses import Verdict
@@ -45,6 +45,9 @@ it depends on by title and branch, the upstream tests its pull request must upda
 sentence-transformers, setfit and PEFT), then deletes the comment. No checkbox is ticked: they are the
 submitter's statements, the Code Agent Policy box above all. `Fixes #N` appears only where the commit
 message says so.
+
+A fork-tier patch ([targets.<target>.fork]: carried for forks, not submitted as a pull request) gets the text
+of the issue that proposes it upstream instead (what --issue prints), and one line on stderr saying why.
 
 example:
   python3 scripts/series.py pr 0001 --target transformers > /tmp/pr-0001.md
@@ -346,11 +349,13 @@ def issue_lines(ctx: Context, target: Target, name: str, fixed: list[str], chang
             NOTES_WIDTH,
         ), ref
     if entry.get("text"):
-        others = [
-            patchfile.read(target.patch_path(patch)).subject
+        sharing = [
+            patch
             for patch in target.patches
             if patch != name and target.issues.get(patch, {}).get("text") == entry["text"]
         ]
+        others = [patchfile.read(target.patch_path(p)).subject for p in sharing if target.tier(p) != FORK_TIER]
+        carried = [patchfile.read(target.patch_path(p)).subject for p in sharing if target.tier(p) == FORK_TIER]
         lines = textwrap.wrap(
             f"No upstream issue asks for this change yet: open one first. `python3 scripts/series.py pr {name[:4]} "
             f"--target {target.name} --issue` prints a text for it ({entry['text']} below "
@@ -361,6 +366,12 @@ def issue_lines(ctx: Context, target: Target, name: str, fixed: list[str], chang
         if others:
             lines += textwrap.wrap(
                 "The same issue is answered by the pull requests of: " + ", ".join(f'"{t}"' for t in others),
+                NOTES_WIDTH,
+            )
+        if carried:
+            lines += textwrap.wrap(
+                "It also proposes the fork-tier patches (carried for forks, no pull request yet): "
+                + ", ".join(f'"{t}"' for t in carried),
                 NOTES_WIDTH,
             )
         return lines, ""
@@ -594,6 +605,15 @@ def render(ctx: Context, target: Target, name: str) -> str:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     name = find_patch(target, args.name)
+    if target.tier(name) == FORK_TIER and not args.issue:
+        # Carried for forks, not submitted as a pull request: what goes upstream is the issue that proposes it.
+        check_patch(target, name)
+        ctx.out(issue_text(ctx, target, name))
+        ctx.log(
+            f"note: {name[:4]} is fork tier (carried for forks; propose it upstream as an issue first): "
+            f"{target.fork[name]}. Above is its issue text, not a pull request body"
+        )
+        return 0
     if args.issue:
         ctx.out(issue_text(ctx, target, name))
         ctx.log("note: the issue is yours to open: read it, make it yours, and post it only if you stand by it")

@@ -23,7 +23,9 @@ DESCRIPTION = f"""\
 Each patch is put, in order, on the base plus the earlier patches that went in, in a scratch checkout
 (<work>/verify/<target>). The test files it adds run without its code change (they must fail with real
 assertion failures: red) and with it (they must pass: green); ruff check and ruff format --check run on
-the Python files it touches. The outcome of an identical earlier pytest run is reused (--no-cache runs
+the Python files it touches. Where the target has fork-tier patches ([targets.<target>.fork]), the
+upstream-tier ones must also go in on the base as a stack without them. The outcome of an identical
+earlier pytest run is reused (--no-cache runs
 everything). --repeat N runs each green stage (and the companion stage) N times afresh: a test that fails
 in some runs and passes in others is flaky, a failure of its own. Prints a table and the problems, writes
 <work>/reports/verify-<target>.json (for `pr`) and, per base, <work>/reports/bases/ (for `checkout` and
@@ -38,7 +40,8 @@ examples:
   python3 scripts/series.py verify --target transformers --base sdist:5.23.0   # another release
 
 exit status: 0 every patch passed (or is already upstream); 1 a check failed (a conflict, not red, not
-green, flaky, not ruff-clean, a hidden dependency, an upstream-tests regression that no patch declares
+green, flaky, not ruff-clean, a hidden dependency, an upstream-tier patch that goes in only on top of a
+fork-tier one, an upstream-tests regression that no patch declares
 in upstream_tests_changed, a stale declaration there); 2 bad input or environment; 130 interrupted (its
 pytest runs are stopped). A patch that depends on a conflicting one is blocked: left out and not tested,
 no failure of its own (the conflict fails the run)."""
