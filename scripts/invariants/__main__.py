@@ -22,7 +22,8 @@ LOADER = r"""
 import dataclasses, json, os, sys, tempfile
 from transformers.trainer_callback import TrainerState
 # The release's state, as it loads a file once the keys it does not know are dropped (the series' 0001, the way
-# upstream adds TrainerState fields): what a newer release saves must load there, each known key as the release reads it
+# upstream adds TrainerState fields): what a newer release saves must load there, each known key as the release
+# reads it
 KNOWN = {field.name for field in dataclasses.fields(TrainerState)}
 for line in sys.stdin:
     fd, path = tempfile.mkstemp(suffix=".json")

@@ -21,7 +21,8 @@ def runner(config):
     return broken
 
 
-# what the declarations are keyed on: the series' Trainer holds the token-weighted mean's docstring, the release's does not
+# what the declarations are keyed on: the series' Trainer holds the token-weighted mean's docstring, the release's
+# does not
 SOURCES = {"series": f'"""{declared.GUESSED_MEAN}"""', "release": "class Trainer: ..."}
 
 
