@@ -548,8 +548,8 @@ def logged_losses(obs: Observation) -> list[str] | None:
 
 def train_metrics(obs: Observation) -> list[str] | None:
     """What `train()` returns: its `global_step` is where the contract ends, and `train_loss` the mean of the
-    reference losses of the windows this call read that the filter keeps (NaN when it keeps none; 0.0 when the call
-    read none). Series claims: 0009, 0012, 0015."""
+    reference losses of the windows this call read that the filter keeps (NaN when it keeps none, also when the call
+    read none: the release's 0.0 there is no loss). Series claims: 0009, 0012, 0015."""
     found = []
     checked = False
     fp16 = obs.config["fp16"]
@@ -560,9 +560,7 @@ def train_metrics(obs: Observation) -> list[str] | None:
         if run.metrics["global_step"] != exp.end_step:
             found.append(f"{where}: train() returned global_step {run.metrics['global_step']}, due {exp.end_step}")
         kept = [a for a in run.attempts if _kept(obs, a)]
-        if not run.attempts:
-            want = 0.0
-        elif not kept:
+        if not kept:
             want = float("nan")
         else:
             want = sum(a["expected"]["loss"] for a in kept) / len(kept)

@@ -52,7 +52,7 @@ MUTANTS: list[Mutant] = [
         "stream-epoch-max-steps",
         "0010: a stream's epoch counts against the length of its last pass",
         TRAINER,
-        "batches_per_pass = self._train_batches_per_pass or steps_in_epoch",
+        "batches_per_pass = self.state.train_dataloader_batches_per_pass or steps_in_epoch",
         "batches_per_pass = steps_in_epoch",
     ),
     Mutant(
@@ -131,8 +131,8 @@ MUTANTS: list[Mutant] = [
         "process-without-targets-left-out",
         "0015: on several processes, one without targets in a window adds 0 to the logged loss",
         TRAINER,
-        'num_targets_in_window = self.accelerator.reduce(num_targets_in_window, reduction="sum")',
-        "num_targets_in_window = num_targets_in_window",
+        "if self._data_parallel_size > 1 and not self.args.average_tokens_across_devices:",
+        "if False:",
     ),
     Mutant(
         "nan-window-kept",
