@@ -91,7 +91,7 @@ def configs(draw: Any) -> dict[str, Any]:
     kind = draw(st.sampled_from([None, "epoch_stop", "train_stop"]))
     k = draw(st.integers(0, 6))
     clip = draw(st.sampled_from([0.0, 1e9]))
-    # `TrainingArguments.count_skipped_steps` (0012): shrinks to the default, a skipped optimizer step is a step
+    # `TrainingArguments.count_skipped_steps` (0022): shrinks to the default, a skipped optimizer step is a step
     applied_steps = draw(st.booleans())
     input_tokens = draw(st.booleans())
     # fp16: an inf in every attempt from this one on (the loss scale falls to 0 after 154 skips)

@@ -205,7 +205,7 @@ def judge(config: dict[str, Any], record: dict[Any, Any]) -> tuple[dict[str, lis
                 broken.setdefault("processes-gradient", []).append(
                     f"window {j}, process {rank}: gradient off by {worst:.3g} (norm {got:.6g}, objective's {norm:.6g})"
                 )
-        # a mean over targets leaves a window out of the log when no process has a target in it (0015)
+        # a mean over targets leaves a window out of the log when no process has a target in it (0017)
         losses.append(None if parts[0]["over_targets"] and not sum(p["targets"] for p in parts) else loss)
     # a log every `logging` steps (1, or the whole run): the mean of the objectives of the windows since the last one
     # that are kept, NaN when none is

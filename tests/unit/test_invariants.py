@@ -223,7 +223,7 @@ SERIES_SOURCE = RELEASE_SOURCE + f"    {declared.LOGGED_COUNTS} = 0\n    '''{dec
 def test_a_tree_without_the_counts_logs_none_for_any_configuration(config, label):
     # keyed on what the tree's source holds, whatever its label: `--tree path:` of the release is the release
     reason = declared.find("logged-counts", label, config, source=RELEASE_SOURCE)
-    assert reason == "a tree without 0017 (the release) logs no step or batch counts"
+    assert reason == "a tree without 0023 (the release) logs no step or batch counts"
     assert declared.find("logged-counts", label, config, source=SERIES_SOURCE) is None
 
 
