@@ -8,9 +8,10 @@ tried or tested without it. Statuses, in the JSON report's `base_status`: clean,
 already-upstream, fixed-differently, blocked; already-upstream and fixed-differently are news, not failures.
 """
 
+import contextlib
 import os
 import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,18 @@ def goes_in(
     """Whether `patches`, in order, all go in on `commit` through `place` (cleanly or with a 3-way merge): the same
     merge every command uses. Tried in `repo`'s work tree (clean), which is left at the commit, branch and files it
     had."""
+    with _at(repo, commit):
+        return all(place(repo, patch, preimages=preimages).status.went_in for patch in patches)
+
+
+@contextlib.contextmanager
+def _at(repo: Repo, commit: str) -> Iterator[None]:
+    """`repo`'s work tree (clean) at `commit` for the block, then back at the commit, branch and files it had (an
+    unfinished `git am` aborted)."""
     head, branch = repo.head(), repo.current_branch()
     try:
         repo.reset_hard(commit)
-        return all(place(repo, patch, preimages=preimages).status.went_in for patch in patches)
+        yield
     finally:
         if repo.operation_in_progress():
             repo.am_abort()
@@ -158,20 +167,8 @@ def stack(
             return {path.name: Placement(BaseStatus.CLEAN) for path in paths}
     finally:
         index.unlink(missing_ok=True)
-    head, branch = repo.head(), repo.current_branch()
-    found: dict[str, Placement] = {}
-    try:
-        repo.reset_hard(commit)
-        for path in paths:
-            found[path.name] = place(repo, path, preimages=preimages)
-        return found
-    finally:
-        if repo.operation_in_progress():
-            repo.am_abort()
-        if head is not None:
-            repo.reset_hard(head)
-            if branch is not None:
-                repo.run("checkout", "--quiet", "--force", branch)
+    with _at(repo, commit):
+        return {path.name: place(repo, path, preimages=preimages) for path in paths}
 
 
 def applies_with(
