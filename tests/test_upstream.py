@@ -81,9 +81,9 @@ def test_already_upstream_three_way_and_clean(fake, test_python):
     assert cases[(f"fake.{names[0]}", "applies")].find("skipped").get("message").startswith("already-upstream")
     assert cases[(f"fake.{names[1]}", "applies")].find("system-out").text == "applies with a 3-way merge"
     assert summary.startswith("earlier step\n### Patch series verify: OK")
-    assert f"| `fake/{names[0]}` | upstream | - | - | - | - | upstream |" in summary
+    assert f"| `fake/{names[0]}` | upstream | upstream | - | - | - | - | upstream |" in summary  # tier, then applies
     # alone: on the bare base it goes in through the same 3-way merge as in the series
-    assert f"| `fake/{names[1]}` | 3-way | yes | yes 1/1 | yes 1/0 | clean | ok |" in summary
+    assert f"| `fake/{names[1]}` | upstream | 3-way | yes | yes 1/1 | yes 1/0 | clean | ok |" in summary
 
 
 def test_fixed_upstream_differently_is_news_not_a_failure(fake, test_python):
