@@ -491,7 +491,9 @@ def move(
         inserts[max(block_at)] = blocks
     else:
         head = (_plain_text(plain) + blocks).lstrip("\n")
-        if not home_tree.body:
+        if not head:
+            pass
+        elif not home_tree.body:
             inserts[len(out)] = head
         elif _docstring(home_tree):
             inserts[home_tree.body[0].end_lineno or 0] = "\n" + head

@@ -267,3 +267,34 @@ def test_an_import_the_home_binds_otherwise_is_named():
         home, new.replace("torch.utils.data", "datasets.arrow_dataset"), home="h", source="n"
     )
     assert moved.shadowed == []  # a package's re-export of its module's name
+
+
+def test_what_is_appended_is_formatted_and_the_home_left_alone(tmp_path):
+    pytest.importorskip("ruff", reason="needs ruff: run it with `python3 scripts/series.py selftest`")
+    import sys
+
+    home = "x = [1,2]\n"  # upstream's, not formatted: not the diff's to change
+    long_call = "make(" + ", ".join(f"argument_number_{i}" for i in range(12)) + ")"
+    new = f"def helper():\n    return {long_call}\n\n\nclass T:\n    def test_t(self):\n        helper()\n"
+    merged, moved = testhomes.move(home, new, home="h.py", source="n.py")
+    found = testhomes.Plan(patch="0001-x.patch", moves=[moved], before={"h.py": home}, after={"h.py": merged})
+    found.appended_from["h.py"] = moved.first_line
+    assert testhomes.format_moved(found, [sys.executable, "-m", "ruff"], tmp_path) == []
+    assert found.after["h.py"].startswith(
+        "x = [1,2]\n\n\ndef helper():\n    return make(\n        argument_number_0,\n"
+    )
+
+
+@parameterized.expand(
+    [
+        ("no imports on either side", "x = 1\n", "def test_a():\n    pass\n", "x = 1\n\n\ndef test_a():\n    pass\n"),
+        ("a docstring", '"""Doc."""\n\nx = 1\n', "import os\n\n\ndef test_a():\n    assert os\n", None),
+    ]
+)
+def test_homes_without_imports(_, home, new, expected):
+    merged, _ = testhomes.move(home, new, home="h.py", source="n.py")
+    ast.parse(merged)
+    if expected is not None:
+        assert merged == expected
+    else:
+        assert merged.startswith('"""Doc."""\n\nimport os\n\nx = 1\n\n\ndef test_a():')
