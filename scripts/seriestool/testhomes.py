@@ -505,9 +505,19 @@ def move(
     for first, end, text in sorted(edits, key=lambda edit: (edit[0], edit[1]), reverse=True):
         out[first:end] = [text]
     text = "".join(out).rstrip("\n")
+    # what is appended goes before the home's `if __name__ == "__main__":` block, when that ends the file: the
+    # script it runs must find the moved helpers defined
+    tail = ""
+    last = _parse(text + "\n", home).body[-1:] if text else []
+    if last and _is_main(last[0]):
+        lines = text.splitlines(keepends=True)
+        start = _with_comments(lines, _start(last[0])) - 1
+        text, tail = "".join(lines[:start]).rstrip("\n"), "".join(lines[start:]).rstrip("\n")
     moved.first_line = text.count("\n") + 4 if text else 1
     chunks = [text] if text else []
     chunks += [chunk.rstrip("\n") for chunk in body]
+    if tail:
+        chunks.append(tail)
     return "\n\n\n".join(chunks) + "\n", moved
 
 

@@ -298,3 +298,11 @@ def test_homes_without_imports(_, home, new, expected):
         assert merged == expected
     else:
         assert merged.startswith('"""Doc."""\n\nimport os\n\nx = 1\n\n\ndef test_a():')
+
+
+def test_moved_code_goes_before_the_home_s_main_block():
+    home = 'import sys\n\n\ndef run(*args):\n    pass\n\n\nif __name__ == "__main__":\n    run(*sys.argv[1:])\n'
+    new = "def helper():\n    pass\n\n\nclass T:\n    def test_t(self):\n        helper()\n"
+    merged, moved = testhomes.move(home, new, home="h.py", source="n.py")
+    assert merged.endswith('    helper()\n\n\nif __name__ == "__main__":\n    run(*sys.argv[1:])\n')
+    assert merged.splitlines()[moved.first_line - 1] == "def helper():"
