@@ -22,6 +22,7 @@ from .commands import (
     checkout,
     downstream,
     export,
+    homes,
     invariants,
     pr,
     python,
@@ -33,7 +34,21 @@ from .errors import SeriesError
 from .git import MIN_GIT, GitError, git_version
 
 
-COMMANDS = (checkout, apply, branches, export, verify, pr, bench, downstream, invariants, bundle, python, selftest)
+COMMANDS = (
+    checkout,
+    apply,
+    branches,
+    export,
+    verify,
+    pr,
+    homes,
+    bench,
+    downstream,
+    invariants,
+    bundle,
+    python,
+    selftest,
+)
 
 EXIT_CODES = """\
 exit status: 0 success; 1 a check failed (verify, bench, downstream, invariants) or git am stopped

@@ -399,7 +399,7 @@ def issue_text(ctx: Context, target: Target, name: str) -> str:
     return (ctx.manifest.path.parent / text).read_text(encoding="utf-8").rstrip("\n")
 
 
-def test_home_lines(ctx: Context, target: Target, patch: PatchFile, tests: list[str]) -> list[str]:
+def test_home_lines(ctx: Context, target: Target, patch: PatchFile, tests: list[str], name: str = "NNNN") -> list[str]:
     """Where upstream keeps the tests of each new test class ([targets.<target>.test_homes])."""
     if not target.test_homes or not tests:
         return []
@@ -418,6 +418,13 @@ def test_home_lines(ctx: Context, target: Target, patch: PatchFile, tests: list[
     if missing:
         files = ", ".join(dict.fromkeys(missing))
         ctx.log(f"warning: {files}: no upstream test file in [targets.{target.name}.test_homes]")
+    else:
+        lines.append(
+            f"`python3 scripts/series.py homes {name[:4]} --target {target.name} --upstream-tests SPEC` writes"
+        )
+        lines.append(
+            "that move as a diff to `git apply` in your clone, checked green with the patch and red without it."
+        )
     return lines
 
 
@@ -523,7 +530,7 @@ def render(ctx: Context, target: Target, name: str) -> str:
         notes.add("Its tests (new files)", [*tests, *run_them, *result])
     else:
         notes.add("Its tests", [f"It adds no test file under {target.tests}."])
-    notes.add("Where its tests go upstream", test_home_lines(ctx, target, patch, tests))
+    notes.add("Where its tests go upstream", test_home_lines(ctx, target, patch, tests, name))
     notes.add("Upstream tests the pull request must update", upstream_tests_lines(ctx, target, name))
     notes.add(f"The saved state ({target.saved_state.get('class', '')})", saved_state_lines(target, name))
     said = [f"It says it fixes {', '.join(fixed)} (the `Fixes` line below)."] if fixed else []

@@ -1,0 +1,308 @@
+"""testhomes.py: a patch's new test file moved into its upstream home: its test classes appended, the helpers and
+imports the home lacks (deduplicated by name, merged into the home's own import statements and guarded blocks),
+a new home created whole, the diff `git apply` takes, and bad input."""
+
+import ast
+import textwrap
+
+import pytest
+from parameterized import parameterized
+from seriestool import testhomes
+from seriestool.errors import SeriesError
+
+
+HOME = textwrap.dedent(
+    '''\
+    # Copyright: upstream's header
+    """Upstream's topic file."""
+
+    import os
+
+    from transformers import Trainer, TrainingArguments
+    from transformers.testing_utils import TestCasePlus
+
+
+    if is_torch_available():
+        import torch
+
+
+    class RegressionModel:
+        """upstream's own"""
+
+
+    class UpstreamTest(TestCasePlus):
+        def test_upstream(self):
+            pass
+    '''
+)
+
+NEW = textwrap.dedent(
+    '''\
+    # Copyright: the patch's header
+    """The patch's new test file."""
+
+    import json
+    import os
+
+    from parameterized import parameterized
+
+    from transformers import Trainer, TrainerCallback
+    from transformers.testing_utils import TestCasePlus, require_torch
+
+
+    if is_torch_available():
+        import torch
+        from torch import nn
+
+    STEPS = 3
+
+
+    class RegressionModel:
+        """the patch's own"""
+
+
+    def make_rows():
+        return [json.dumps({"a": os.sep})]
+
+
+    # a comment that goes with the class
+    @require_torch
+    class MovedTest(TestCasePlus):
+        @parameterized.expand([(1,), (2,)])
+        def test_moved(self, n):
+            self.assertEqual(len(make_rows()), 1)
+
+
+    class OtherMovedTest(TestCasePlus):
+        def test_other(self):
+            self.assertEqual(STEPS, 3)
+    '''
+)
+
+
+def top_names(text):
+    return [n.name for n in ast.parse(text).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
+
+
+def test_classes_and_helpers_appended_imports_merged():
+    merged, moved = testhomes.move(HOME, NEW, home="tests/t/test_home.py", source="tests/t/test_new.py")
+    ast.parse(merged)  # still Python
+    assert merged.startswith('# Copyright: upstream\'s header\n"""Upstream\'s topic file."""\n\nimport json\n')
+    assert (
+        "\n\n\nclass UpstreamTest(TestCasePlus):\n    def test_upstream(self):\n        pass\n\n\n@require"
+        not in merged
+    )
+    assert moved.classes == ["MovedTest", "OtherMovedTest"]
+    # the home's RegressionModel is another class: the moved one is renamed, in its uses too
+    assert moved.renamed == {"RegressionModel": "RegressionModelNew"} and moved.kept == []
+    assert moved.helpers == ["STEPS", "RegressionModelNew", "make_rows"]
+    assert top_names(merged) == [
+        "RegressionModel",
+        "UpstreamTest",
+        "RegressionModelNew",
+        "make_rows",
+        "MovedTest",
+        "OtherMovedTest",
+    ]
+    assert 'class RegressionModelNew:\n    """the patch\'s own"""' in merged
+    # imports the home has are skipped; new names join the home's statement of the same module
+    assert merged.count("import os\n") == 1 and "import json\nimport os\n" in merged
+    assert "from transformers import Trainer, TrainerCallback, TrainingArguments\n" in merged
+    assert "from transformers.testing_utils import TestCasePlus, require_torch\n" in merged
+    # a new third-party section between the standard library and transformers
+    assert "import os\n\nfrom parameterized import parameterized\n\nfrom transformers import" in merged
+    # the guarded block gains only what it lacks
+    assert "if is_torch_available():\n    import torch\n    from torch import nn\n" in merged
+    assert merged.count("import torch") == 1
+    # the decorator and the comment above a class go with it; the new file's header and docstring do not
+    assert "# a comment that goes with the class\n@require_torch\nclass MovedTest" in merged
+    assert "the patch's header" not in merged and "The patch's new test file" not in merged
+    assert merged.endswith("self.assertEqual(STEPS, 3)\n")
+
+
+def test_only_the_classes_asked_for():
+    merged, moved = testhomes.move(HOME, NEW, home="h.py", source="n.py", classes=["OtherMovedTest"])
+    assert moved.classes == ["OtherMovedTest"] and "class MovedTest" not in merged
+
+
+@parameterized.expand(
+    [
+        ("class already upstream", HOME + "\n\nclass MovedTest:\n    pass\n", None, "already defines MovedTest"),
+        ("unknown class", HOME, ["NoSuchTest"], "no test class NoSuchTest"),
+        ("not python", "def (:\n", None, "not Python"),
+    ]
+)
+def test_bad_input(_, home, classes, message):
+    with pytest.raises(SeriesError, match=message):
+        testhomes.move(home, NEW, home="h.py", source="n.py", classes=classes)
+
+
+def test_new_home_is_the_file_without_its_header():
+    merged, moved = testhomes.move(None, NEW, home="tests/new/test_x.py", source="tests/t/test_new.py")
+    assert moved.new_file and moved.kept == []
+    assert merged.startswith("import json\nimport os\n\nfrom parameterized import parameterized\n")
+    assert top_names(merged) == ["RegressionModel", "make_rows", "MovedTest", "OtherMovedTest"]
+    diff = testhomes.unified_diff("tests/new/test_x.py", None, merged)
+    assert diff.startswith("diff --git a/tests/new/test_x.py b/tests/new/test_x.py\nnew file mode 100644\n")
+    assert "--- /dev/null\n+++ b/tests/new/test_x.py\n@@ -0,0 +1," in diff
+
+
+def test_main_block_kept_once():
+    new = NEW + '\n\nif __name__ == "__main__":\n    make_rows()\n'
+    merged, moved = testhomes.move(None, new, home="h.py", source="n.py")
+    assert merged.rstrip().endswith("make_rows()") and "__main__" in moved.helpers
+    again, moved = testhomes.move(
+        merged,
+        new.replace("OtherMovedTest", "ThirdTest").replace("class MovedTest", "class X"),
+        home="h.py",
+        source="n.py",
+    )
+    assert again.count("__main__") == 1 and not moved.main_kept  # the same block
+    # the same helpers are not repeated
+    assert moved.kept == ["STEPS", "RegressionModel", "make_rows"] and moved.helpers == []
+    other = new.replace("    make_rows()\n", "    print(make_rows())\n").replace("class MovedTest", "class Y")
+    again, moved = testhomes.move(merged, other.replace("OtherMovedTest", "Z"), home="h.py", source="n.py")
+    assert again.count("__main__") == 1 and moved.main_kept
+
+
+def test_a_helper_defined_differently_is_renamed_where_it_is_used():
+    home = (
+        "def run_scenario(a):\n    return a\n\n\nclass UpstreamTest:\n    def test_u(self):\n        run_scenario(1)\n"
+    )
+    new = textwrap.dedent(
+        """\
+        def run_scenario(a, b):
+            return a + b
+
+
+        class LoggedTest:
+            run = staticmethod(run_scenario)
+
+            def test_logged(self):
+                assert run_scenario(1, 2) == 3 and self.run_scenario is None
+        """
+    )
+    merged, moved = testhomes.move(home, new, home="h.py", source="tests/trainer/test_trainer_logged_loss.py")
+    assert moved.renamed == {"run_scenario": "run_scenario_logged_loss"}
+    assert "def run_scenario_logged_loss(a, b):" in merged and "run = staticmethod(run_scenario_logged_loss)" in merged
+    assert "assert run_scenario_logged_loss(1, 2) == 3 and self.run_scenario is None" in merged  # not an attribute
+    assert "        run_scenario(1)\n" in merged  # upstream's own use
+
+
+def test_the_diff_applies_with_git(repo):
+    (repo.path / "tests").mkdir()
+    (repo.path / "tests" / "test_home.py").write_text(HOME, encoding="utf-8")
+    repo.run("add", "-A")
+    repo.run("commit", "-q", "-m", "upstream")
+    merged, _ = testhomes.move(HOME, NEW, home="tests/test_home.py", source="n.py")
+    diff = testhomes.unified_diff("tests/test_home.py", HOME, merged)
+    diff += testhomes.unified_diff("tests/new/test_new.py", None, NEW)
+    (repo.path.parent / "x.diff").write_text(diff, encoding="utf-8")
+    repo.run("apply", "--check", str(repo.path.parent / "x.diff"))
+    repo.run("apply", str(repo.path.parent / "x.diff"))
+    assert (repo.path / "tests" / "test_home.py").read_text(encoding="utf-8") == merged
+    assert (repo.path / "tests" / "new" / "test_new.py").read_text(encoding="utf-8") == NEW
+    assert testhomes.unified_diff("tests/test_home.py", HOME, HOME) == ""
+
+
+def test_test_functions_move_too():
+    new = "from fakepkg.core import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    home = "import os\n\n\ndef test_upstream():\n    assert os.sep\n"
+    merged, moved = testhomes.move(home, new, home="tests/test_core.py", source="tests/regress/test_add.py")
+    assert moved.classes == ["test_add"]
+    assert merged == "import os\n\nfrom fakepkg.core import add\n\n\ndef test_upstream():\n    assert os.sep\n\n\n" + (
+        "def test_add():\n    assert add(2, 3) == 5\n"
+    )
+
+
+@parameterized.expand(
+    [
+        ("method", "tests.trainer.test_x.Klass::test_a", "Klass::test_a"),
+        ("function", "tests.trainer.test_x::test_a", "test_a"),
+        ("no package", "test_x.Klass::test_a", "Klass::test_a"),
+        ("another file", "tests.other.Klass::test_a", "tests.other.Klass::test_a"),
+    ]
+)
+def test_local_ids(_, junit_id, local):
+    assert testhomes._local(junit_id, ["tests/trainer/test_x.py"]) == local
+
+
+def test_local_ids_below_a_rootdir_above_the_tree():
+    junit_id = "pytest-of-root.pytest-1.work.homes.fake.tests.regress.test_add::test_add"
+    assert testhomes._local(junit_id, ["tests/regress/test_add.py"]) == "test_add"
+
+
+def test_a_guarded_block_of_helpers_loses_the_imports_the_home_has():
+    new = textwrap.dedent(
+        """\
+        from transformers import is_torch_available
+
+
+        if is_torch_available():
+            import torch
+            from torch import nn, optim
+
+            class Model(nn.Module):
+                pass
+
+
+        class ModelTest:
+            def test_model(self):
+                assert Model
+        """
+    )
+    merged, moved = testhomes.move(HOME, new, home="h.py", source="n.py")
+    assert "if is_torch_available():\n    from torch import nn, optim\n\n    class Model(nn.Module):\n" in merged
+    assert merged.count("import torch\n") == 1 and moved.helpers == ["Model"]
+
+
+def test_an_import_the_home_binds_otherwise_is_named():
+    home = "from datasets import Dataset\n\n\nclass UpstreamTest:\n    def test_u(self):\n        pass\n"
+    new = "import os\n\nfrom torch.utils.data import Dataset\n\n\nclass T:\n    def test_t(self):\n        Dataset\n"
+    merged, moved = testhomes.move(home, new, home="h.py", source="n.py")
+    assert moved.shadowed == ["Dataset"] and "torch.utils.data" not in merged
+    merged, moved = testhomes.move(home, new.replace("torch.utils.data", "datasets"), home="h.py", source="n.py")
+    assert moved.shadowed == []
+    merged, moved = testhomes.move(
+        home, new.replace("torch.utils.data", "datasets.arrow_dataset"), home="h", source="n"
+    )
+    assert moved.shadowed == []  # a package's re-export of its module's name
+
+
+def test_what_is_appended_is_formatted_and_the_home_left_alone(tmp_path):
+    pytest.importorskip("ruff", reason="needs ruff: run it with `python3 scripts/series.py selftest`")
+    import sys
+
+    home = "x = [1,2]\n"  # upstream's, not formatted: not the diff's to change
+    long_call = "make(" + ", ".join(f"argument_number_{i}" for i in range(12)) + ")"
+    new = f"def helper():\n    return {long_call}\n\n\nclass T:\n    def test_t(self):\n        helper()\n"
+    merged, moved = testhomes.move(home, new, home="h.py", source="n.py")
+    found = testhomes.Plan(patch="0001-x.patch", moves=[moved], before={"h.py": home}, after={"h.py": merged})
+    found.appended_from["h.py"] = moved.first_line
+    assert testhomes.format_moved(found, [sys.executable, "-m", "ruff"], tmp_path) == []
+    assert found.after["h.py"].startswith(
+        "x = [1,2]\n\n\ndef helper():\n    return make(\n        argument_number_0,\n"
+    )
+
+
+@parameterized.expand(
+    [
+        ("no imports on either side", "x = 1\n", "def test_a():\n    pass\n", "x = 1\n\n\ndef test_a():\n    pass\n"),
+        ("a docstring", '"""Doc."""\n\nx = 1\n', "import os\n\n\ndef test_a():\n    assert os\n", None),
+    ]
+)
+def test_homes_without_imports(_, home, new, expected):
+    merged, _ = testhomes.move(home, new, home="h.py", source="n.py")
+    ast.parse(merged)
+    if expected is not None:
+        assert merged == expected
+    else:
+        assert merged.startswith('"""Doc."""\n\nimport os\n\nx = 1\n\n\ndef test_a():')
+
+
+def test_moved_code_goes_before_the_home_s_main_block():
+    home = 'import sys\n\n\ndef run(*args):\n    pass\n\n\nif __name__ == "__main__":\n    run(*sys.argv[1:])\n'
+    new = "def helper():\n    pass\n\n\nclass T:\n    def test_t(self):\n        helper()\n"
+    merged, moved = testhomes.move(home, new, home="h.py", source="n.py")
+    assert merged.endswith('    helper()\n\n\nif __name__ == "__main__":\n    run(*sys.argv[1:])\n')
+    assert merged.splitlines()[moved.first_line - 1] == "def helper():"
