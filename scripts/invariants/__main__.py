@@ -72,6 +72,17 @@ def _versions() -> dict[str, Any]:
     }
 
 
+def _features() -> frozenset[str]:
+    """What the imported Trainer has of `draw.FEATURES` (its `TrainingArguments` fields): the draw leaves out the
+    choices a tree cannot take (the release and the upstream tier have no `count_skipped_steps`)."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return frozenset(name for name in draw.FEATURES if name in names)
+
+
 def _two_process_runner(configs: list[dict[str, Any]], profile: Any) -> list[judges.Verdict]:
     # about a second a configuration and 5 for the launch on 2 cores: a hung collective ends the run well before
     # the worker's own timeout
@@ -80,7 +91,7 @@ def _two_process_runner(configs: list[dict[str, Any]], profile: Any) -> list[jud
     for config, record in zip(configs, records, strict=True):
         found, checked = processes.judge(config, record)
         broken = judges.Verdict(found)
-        broken.checked = frozenset(checked)
+        broken.checked = broken.discriminating = frozenset(checked)
         out.append(broken)
     return out
 
@@ -156,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
             broken = _two_process_runner([config], profile)[0]
         else:
             broken = runner(config)
-        result["coverage"] = {"examples": 1, "checked": dict.fromkeys(getattr(broken, "checked", ()), 1)}
+        result["coverage"] = {
+            "examples": 1,
+            "checked": dict.fromkeys(getattr(broken, "checked", ()), 1),
+            "discriminating": dict.fromkeys(getattr(broken, "discriminating", ()), 1),
+        }
+        facts = getattr(broken, "facts", None)
         entries = []
         for invariant, found in broken.items():
             entry = {
@@ -165,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tree": args.tree_label,
                 "config": config,
                 "found": found,
-                "declared": declared.find(invariant, args.tree_label, config, source=source),
+                "declared": declared.find(invariant, args.tree_label, config, source=source, facts=facts),
                 "replay": report.replay_command(args.tree_spec, config),
             }
             entries.append(entry)
@@ -187,10 +203,12 @@ def main(argv: list[str] | None = None) -> int:
             log=lambda s: print(s, flush=True),
             source=source,
             first_only=args.first,
+            features=_features(),
         )
         search.run()
         result.update(examples=search.examples, violations=search.violations, declared=search.declared, replayed=False)
         checked = dict(search.checked)
+        discriminating = dict(search.discriminating)
         # the 2-process configurations (the mutation check: only when the search found nothing)
         if profile.processes and not (args.first and search.violations):
             found, checked_two = _two_process_check(args, profile, source)
@@ -200,7 +218,13 @@ def main(argv: list[str] | None = None) -> int:
             search.declared += [e for e in found if e["declared"]]
             for name, count in checked_two.items():
                 checked[name] = checked.get(name, 0) + count
-        result["coverage"] = {"examples": search.examples, "checked": dict(sorted(checked.items()))}
+                discriminating[name] = discriminating.get(name, 0) + count
+        result["coverage"] = {
+            "examples": search.examples,
+            "checked": dict(sorted(checked.items())),
+            "discriminating": dict(sorted(discriminating.items())),
+        }
+        result["features"] = sorted(search.features)
         for entry in search.declared:
             for line in report.violation_lines(entry):
                 print(line, flush=True)

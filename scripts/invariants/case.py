@@ -7,6 +7,9 @@ The harness injects the faults itself: in an fp16 case, an inf gradient in the w
 `inject` (a hook on the loss of the window's micro-batches), so the reference knows which attempts must be skipped.
 """
 
+import contextlib
+import io
+import logging
 import signal
 import tempfile
 import warnings
@@ -19,7 +22,7 @@ import torch
 from . import models, reference
 
 
-INIT_SCALE = 16.0
+INIT_SCALE = 16.0  # the gradient scaler's first scale, unless a configuration draws another (`init_scale`)
 # the step and batch counts a training log carries in the series (0023), read by `judges.logged_counts`
 COUNT_KEYS = ("num_batches_seen", "num_optimizer_steps_attempted", "num_optimizer_steps_applied")
 
@@ -53,6 +56,11 @@ class Run:
     read_bound: int = 0
     metrics: dict[str, Any] | None = None  # what `train()` returned: its global_step and metrics
     checkpoints: list[int] = field(default_factory=list)  # the checkpoint folders left at the end (their steps)
+    # what the drawn user callback did: (event, global_step, attempts made) each time it set a control flag
+    callback_acts: list[tuple[str, int, int]] = field(default_factory=list)
+    # the progress bar (ProgressCallback) at each `on_step_end`: (global_step, bar position, bar total, max_steps)
+    progress: list[tuple[int, int, int, int]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the Trainer's logger warned during the call
 
 
 @dataclass
@@ -82,6 +90,15 @@ class Harness:
         self.nan_loss = False
         self.index = models.sample_index(config)
         self.trainer: Any = None
+        self.at_epoch_end = False
+
+    def progress_bar(self) -> Any:
+        from transformers.trainer_callback import ProgressCallback
+
+        for callback in self.trainer.callback_handler.callbacks:
+            if isinstance(callback, ProgressCallback):
+                return callback.training_bar
+        return None
 
     @property
     def attempt(self) -> int:
@@ -98,8 +115,10 @@ class Harness:
 
             def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.run.events.append(("epoch_end", state.global_step))
+                harness.at_epoch_end = True
 
             def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                harness.at_epoch_end = False
                 harness.run.step_begin.append(state.global_step)
                 harness.run.events.append(("begin", state.global_step))
 
@@ -115,6 +134,9 @@ class Harness:
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.run.step_end.append(state.global_step)
                 harness.run.events.append(("end", state.global_step))
+                bar = harness.progress_bar()
+                if bar is not None:  # the ProgressCallback ran before this one (callbacks run in order)
+                    harness.run.progress.append((state.global_step, int(bar.n), int(bar.total), state.max_steps))
 
             def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
                 if logs and "loss" in logs and "train_loss" not in logs:  # a training log, not train()'s metrics
@@ -135,6 +157,8 @@ class Harness:
                         "global_step": state.global_step,
                         "attempts": harness.attempt,
                         "dir": str(folder),
+                        # saved by the end of an epoch (its log, evaluation and save), before the next step began
+                        "epoch_end": harness.at_epoch_end,
                         # read now: a `save_total_limit` may remove the folder later
                         "state_json": state_file.read_text(encoding="utf-8") if state_file.is_file() else None,
                     }
@@ -208,7 +232,7 @@ class Harness:
         return wrapped
 
 
-def _user_callback(config: dict[str, Any]) -> Any:
+def _user_callback(config: dict[str, Any], run: Run, harness: "Harness") -> Any:
     from transformers import TrainerCallback
 
     spec = config["callback"]
@@ -220,13 +244,27 @@ def _user_callback(config: dict[str, Any]) -> Any:
         def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step >= k:
                 control.should_epoch_stop = True
+                run.callback_acts.append(("epoch_stop", state.global_step, harness.attempt))
 
     class TrainStop(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step >= k:
                 control.should_training_stop = True
+                run.callback_acts.append(("train_stop", state.global_step, harness.attempt))
 
-    return (EpochStop if spec["kind"] == "epoch_stop" else TrainStop)()
+    class SaveAt(TrainerCallback):
+        """Asks for a checkpoint at the first step end from `k` on (a user's `should_save`)."""
+
+        def __init__(self) -> None:
+            self.done = False
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step >= k and not self.done:
+                self.done = True
+                control.should_save = True
+                run.callback_acts.append(("save", state.global_step, harness.attempt))
+
+    return {"epoch_stop": EpochStop, "train_stop": TrainStop, "save_at": SaveAt}[spec["kind"]]()
 
 
 def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -> Any:
@@ -258,7 +296,7 @@ def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -
         eval_steps=config.get("eval_steps") or 1,
         include_num_input_tokens_seen="all" if config.get("input_tokens") else "no",
         report_to="none",
-        disable_tqdm=True,
+        disable_tqdm=not config.get("progress"),
         use_cpu=True,
         seed=0,
         data_seed=0,
@@ -268,11 +306,13 @@ def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -
     )
     # set after construction: a tree without the option (the release) ignores it and is judged by what it claims
     args.count_skipped_steps = config.get("count_skipped_steps", True)
+    args.include_num_target_tokens_trained = bool(config.get("target_tokens"))
     return args
 
 
 def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | None, seconds: float) -> None:
     from transformers import Trainer
+    from transformers.utils import logging as hf_logging
 
     model = models.build_model(config["model"])
     trained = models.wrap(model, config.get("wrap"))  # the Trainer's module; the harness reads `model`
@@ -292,17 +332,25 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
     harness = Harness(config, run, model)
     harness.trainer = trainer
     trainer.add_callback(harness.callback())
-    user = _user_callback(config)
+    user = _user_callback(config, run, harness)
     if user is not None:
         trainer.add_callback(user)
     if config["fp16"]:
-        trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=INIT_SCALE)
+        trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=config.get("init_scale") or INIT_SCALE)
         trainer.accelerator.native_amp = True
     trainer.compute_loss = harness.compute_loss(trainer.compute_loss)
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    warned = _WarningRecorder(run)
+    hf_logger = hf_logging.get_logger("transformers.trainer")
+    level, propagate = hf_logger.level, hf_logger.propagate
+    hf_logger.setLevel(logging.WARNING)
+    hf_logger.propagate = False  # kept here, not printed
+    hf_logger.addHandler(warned)
     try:
-        output = trainer.train(resume_from_checkpoint=checkpoint)
+        # the progress bar (when drawn) writes itself to stderr and each log to stdout: kept out of the output
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            output = trainer.train(resume_from_checkpoint=checkpoint)
         run.metrics = {"global_step": output.global_step, **output.metrics}
     except models.ReadBound as exc:
         run.error, run.error_kind = str(exc), "bound"
@@ -311,6 +359,9 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
     except Exception as exc:  # a crash of the Trainer on a valid configuration is a finding too
         run.error, run.error_kind = f"{type(exc).__name__}: {exc}", "crash"
     finally:
+        hf_logger.removeHandler(warned)
+        hf_logger.setLevel(level)
+        hf_logger.propagate = propagate
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     if trainer.optimizer is not None:
@@ -322,6 +373,17 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
     run.skipped = getattr(state, "skipped_optimizer_steps", None)
     run.weights = [p.detach().clone() for p in model.parameters()]
     run.checkpoints = sorted(int(d.name.split("-")[1]) for d in folder.glob("checkpoint-*") if d.is_dir())
+
+
+class _WarningRecorder(logging.Handler):
+    """Keeps the Trainer logger's warnings of one `train()` call (the worker's verbosity hides them)."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(level=logging.WARNING)
+        self.run = run
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.run.warnings.append(record.getMessage())
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -358,7 +420,7 @@ def _resume(config: dict[str, Any], folder: Path, save: dict[str, Any], seconds:
     run = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
     run.initial_step = save["global_step"]
     _train(config, folder, run, save["dir"], seconds)
-    return {k: save[k] for k in ("global_step", "attempts")}, run
+    return {k: save[k] for k in ("global_step", "attempts", "epoch_end")}, run
 
 
 def _checkpoint(run: Run, resume: dict[str, Any] | None, after: dict[str, Any] | None = None) -> dict[str, Any] | None:

@@ -15,13 +15,15 @@ Everything else is the contract as the series documents it:
   a `max_steps` run reads further windows until `max_steps` updates (the further passes belong to the last planned
   epoch: no `on_epoch_begin`, and its `on_epoch_end` comes after them); an fp16 run's gradient scaler skips every
   attempt once its scale fell to 0 (from 16: the 154th skip), which a `max_steps` run with the option ends with an
-  error;
+  error (the draw reaches a scale of 0 only with faults on every attempt: torch's scaler at scale 0 applies an
+  update of NaN gradients, 0 * inf, to an attempt without a fault, which is not modelled);
 - the flow (the release's `DefaultFlowCallback`): a log, evaluation or save when `global_step` is a multiple of its
   interval at the end of a step, all three at the end of an epoch with the epoch strategy, an evaluation and a save
   at the end of training with the steps strategy; a log only when `global_step` moved since the last one (the request
   stands until then); with the option, a pass whose every attempt was skipped logs, evaluates and saves nothing at
   its end;
-- the user callbacks drawn: `should_training_stop` at `on_step_end` once `global_step >= k`; `should_epoch_stop` at
+- the user callbacks drawn: `should_save` at the first `on_step_end` with `global_step >= k` (a checkpoint there,
+  whatever the save strategy); `should_training_stop` at `on_step_end` once `global_step >= k`; `should_epoch_stop` at
   `on_epoch_begin` once `global_step >= k`, which ends the pass after its next micro-batch (a window of more than one
   is cut: its micro-batch's gradient stays for the next window, the release's behaviour).
 """
@@ -34,6 +36,13 @@ from typing import Any
 
 # A CPU GradScaler that starts at 16 halves its (float32) scale at each skip: 2**-150 rounds to 0 at the 154th
 SCALE_ZERO_SKIPS = 154
+
+
+def scale_zero_skips(config: dict[str, Any]) -> int:
+    """The skip at which the scale of a scaler starting at the drawn power of two (16 unless drawn) is 0."""
+    return round(math.log2(config.get("init_scale") or 16.0)) + 150
+
+
 # The contract of a run that never ends (a stream whose every epoch a callback stops) is followed this far
 MAX_PASSES = 1000
 
@@ -134,6 +143,8 @@ def simulate(
     last_logged = pos.global_step
     flags = {"log": False, "eval": False, "save": False}
     stop = False
+    zero_at = scale_zero_skips(config)
+    asked_save = False  # the save callback asks once per `train()` call
 
     def act() -> None:
         """`_maybe_log_save_evaluate`: log (when the step moved), evaluate, save."""
@@ -188,7 +199,7 @@ def simulate(
                 break
             content = ([pos.leaked] if pos.leaked else []) + window
             pos.leaked = []
-            scale_zero = config["fp16"] and pos.skipped >= SCALE_ZERO_SKIPS
+            scale_zero = config["fp16"] and pos.skipped >= zero_at
             skipped = bool(config["fp16"] and (fault(pos.attempt) or scale_zero))
             epoch_now[0] = epoch_after_attempt()
             out.windows.append(content)
@@ -198,7 +209,7 @@ def simulate(
                 pos.skipped += 1
             if skipped and not counts_skipped:
                 pos.consecutive_skips += 1
-                if not epoch_run and pos.skipped >= SCALE_ZERO_SKIPS:
+                if not epoch_run and pos.skipped >= zero_at:
                     out.error = "scale"
                     out.step_after.append(pos.global_step)
                     out.end_step = pos.global_step
@@ -226,6 +237,9 @@ def simulate(
                     end_of_training_flags(step, after_skip=False)
                 if callback.get("kind") == "train_stop" and step >= callback["k"]:
                     stop = True
+                if callback.get("kind") == "save_at" and step >= callback["k"] and not asked_save:
+                    asked_save = True
+                    flags["save"] = True
                 act()
             out.step_after.append(pos.global_step)
             if stop or cut:

@@ -3,7 +3,9 @@ the undeclared ones. Standard library only (the tool's unit tests import it).
 
 Each declaration names an invariant, the trees it applies to, a predicate on the configuration (every key must
 match: a list is a set of allowed values, {"min": n} / {"max": n} a bound, a dict of other keys a predicate on a
-drawn dict's keys, anything else equality), and the reason: the patch or limitation.
+drawn dict's keys, anything else equality), what the case must have done ("happened": facts the judges observed,
+`judges.facts`, each equal; a declaration about a behaviour covers only the cases that showed it, not every
+configuration that could), and the reason: the patch or limitation.
 
 The trees are told apart by what their Trainer's source holds, not by their label, so that `--tree path:DIR` of a
 tree is judged as that tree is: `"tree": {"has": TEXT}` (or `"lacks"`) applies where the source of
@@ -28,6 +30,7 @@ DECLARED: list[dict[str, Any]] = [
     {
         "invariant": "bounded-run",
         "when": {"streamed": True, "callback": {"kind": "epoch_stop"}},
+        "happened": {"epoch_stopped": True},
         "reason": (
             "release and series (no patch yet): a stream has no planned number of passes, so with max_steps a "
             "callback that stops every epoch before its first update (should_epoch_stop in on_epoch_begin) makes "
@@ -37,7 +40,8 @@ DECLARED: list[dict[str, Any]] = [
     *(
         {
             "invariant": invariant,
-            "when": {"streamed": True, "save": "epoch", "resume": {"ga": {"min": 1}}},
+            "when": {"streamed": True, "resume": {"ga": {"min": 1}}},
+            "happened": {"resumed_from_epoch_end": True},
             "reason": (
                 "release and series (no patch yet): a checkpoint a stream saves at the end of a pass (epoch "
                 "strategy) holds the position of that pass's last batch, since a stream's end is known only once a "
@@ -51,6 +55,7 @@ DECLARED: list[dict[str, Any]] = [
         {
             "invariant": invariant,
             "when": {"callback": {"kind": "epoch_stop"}, "resume": {"ga": {"min": 1}}},
+            "happened": {"epoch_stopped_before_resume": True},
             "reason": (
                 "release and series (no patch yet): a run resumed after a callback ended an epoch early "
                 "(should_epoch_stop) goes on where the optimizer steps taken say, as if every pass had been read "
@@ -118,9 +123,17 @@ def _matches(value: Any, rule: Any) -> bool:
     return bool(value == rule)
 
 
-def matches(declaration: dict[str, Any], invariant: str, tree: str, config: dict[str, Any], source: str = "") -> bool:
+def matches(
+    declaration: dict[str, Any],
+    invariant: str,
+    tree: str,
+    config: dict[str, Any],
+    source: str = "",
+    facts: dict[str, Any] | None = None,
+) -> bool:
     """Whether `declaration` covers a violation of `invariant` on the tree labelled `tree` whose Trainer source is
-    `source` (see the module docstring; the label only matters to a declaration with "trees", kept for tests)."""
+    `source`, in a case that did `facts` (see the module docstring; the label only matters to a declaration with
+    "trees", kept for tests)."""
     if declaration["invariant"] != invariant:
         return False
     trees = declaration.get("trees", ["*"])
@@ -131,6 +144,9 @@ def matches(declaration: dict[str, Any], invariant: str, tree: str, config: dict
         return False
     if "lacks" in rule and rule["lacks"] in source:
         return False
+    happened = facts or {}
+    if any(happened.get(key) != value for key, value in declaration.get("happened", {}).items()):
+        return False
     return all(key in config and _matches(config[key], rule) for key, rule in declaration["when"].items())
 
 
@@ -140,9 +156,10 @@ def find(
     config: dict[str, Any],
     declared: list[dict[str, Any]] | None = None,
     source: str = "",
+    facts: dict[str, Any] | None = None,
 ) -> str | None:
     """The reason of the first declaration that covers the violation, or None."""
     for declaration in DECLARED if declared is None else declared:
-        if matches(declaration, invariant, tree, config, source):
+        if matches(declaration, invariant, tree, config, source, facts):
             return str(declaration["reason"])
     return None

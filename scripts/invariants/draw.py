@@ -11,15 +11,19 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from .models import PER_SAMPLE_LABEL, WRAPPED
 
-MODELS = ("reg_kw", "reg_nokw", "reg_func", "bert_cls", "bert_tok", "llama_lm", "reg_sample")
+
+MODELS = (
+    "reg_kw", "reg_nokw", "reg_func", "bert_cls", "bert_tok", "llama_lm", "reg_sample", "llama_cls", "llama_tok",
+)  # fmt: skip
 OPTIMIZERS = ("adamw_torch", "adamw_torch_fused")
 SCHEDULES = ("constant", "linear", "constant_with_warmup")
 KEYS = (
     "model", "targets", "seq_len", "batch_size", "ga", "streamed", "optim", "fp16", "inject", "schedule",
     "warmup", "learning_rate", "max_steps", "epochs", "logging", "save_steps", "callback", "resume",
     "max_grad_norm", "count_skipped_steps", "save", "save_total_limit", "eval", "eval_steps", "input_tokens",
-    "inf_from", "wrap",
+    "inf_from", "wrap", "init_scale", "target_tokens", "progress",
 )  # fmt: skip
 # keys a replayed configuration may leave out, with the value they then take (configurations recorded before them)
 OPTIONAL = {
@@ -31,7 +35,17 @@ OPTIONAL = {
     "input_tokens": False,
     "inf_from": None,
     "wrap": None,
+    "init_scale": 16.0,
+    "target_tokens": False,
+    "progress": False,
 }
+# What a tree's Trainer may lack (the release, the upstream tier): the choices that need it are drawn there as their
+# plain value, so that each tree is searched on what it claims
+FEATURES = ("count_skipped_steps", "include_num_target_tokens_trained")
+# The gradient scaler's first scale: 16 (the scale falls to 0 at the 154th skip), or one 10 skips take to 0 (2**-150
+# rounds to 0 in float32), drawn with faults on every attempt: the scale reaches 0 inside any run
+TINY_SCALE = 2.0**-140
+TINY_SCALE_SKIPS = 10
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,7 @@ PROFILES = {
 
 
 @st.composite
-def configs(draw: Any) -> dict[str, Any]:
+def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[str, Any]:
     # Every choice is drawn in every case, in the same order, whether it matters or not (a choice that does not
     # apply is then set to its plain value): each one shrinks on its own, across models and modes.
     model = draw(st.sampled_from(MODELS))
@@ -88,22 +102,27 @@ def configs(draw: Any) -> dict[str, Any]:
     resume_batch_size = draw(st.just(batch_size) | st.just(batch_size) | st.integers(1, 3))
     resume_ga = draw(st.just(ga) | st.just(ga) | st.integers(1, 4))
     # a third of the cases each: no callback, one that stops epochs, one that stops training
-    kind = draw(st.sampled_from([None, "epoch_stop", "train_stop"]))
+    kind = draw(st.sampled_from([None, "epoch_stop", "train_stop", "save_at"]))
     k = draw(st.integers(0, 6))
-    clip = draw(st.sampled_from([0.0, 1e9]))
+    # 0.05 clips about every gradient of these models; 1e9 none; 0 turns clipping off
+    clip = draw(st.sampled_from([0.0, 1e9, 0.05]))
     # `TrainingArguments.count_skipped_steps` (0022): shrinks to the default, a skipped optimizer step is a step
     applied_steps = draw(st.booleans())
     input_tokens = draw(st.booleans())
+    target_tokens = draw(st.booleans()) and "include_num_target_tokens_trained" in features
+    progress = draw(st.booleans())  # the progress bar on (`disable_tqdm=False`)
     # fp16: an inf in every attempt from this one on (the loss scale falls to 0 after 154 skips)
     inf_from = draw(st.sampled_from([None, None, None, None, None, None, 0, 2]))
     # a transformers head trained compiled, or through a wrapper that delegates to it (models.WRAPPED)
     wrap = draw(st.sampled_from([None, None, "compiled", "delegating"]))
     # four in eleven cases aim at an edge the plain draw reaches too rarely (see `_focus`); shrinks to none
     focus = draw(st.sampled_from([None] * 7 + list(FOCUS)))
+    if "count_skipped_steps" not in features:
+        applied_steps = False
 
-    most = {"bert_cls": 1, "llama_lm": seq_len - 1}.get(model, seq_len)
-    targets = [1] * n if model == "bert_cls" else [most - min(m, most) for m in masked]
-    wrap = wrap if model in ("bert_cls", "bert_tok", "llama_lm") else None
+    most = {"llama_lm": seq_len - 1}.get(model, seq_len)
+    targets = [1] * n if model in PER_SAMPLE_LABEL else [most - min(m, most) for m in masked]
+    wrap = wrap if model in WRAPPED else None
     if wrap == "delegating" and model == "bert_tok":
         # its own mean over a micro-batch without targets is NaN (0 / 0), which no Trainer can average away
         targets = [max(1, t) for t in targets]
@@ -131,6 +150,9 @@ def configs(draw: Any) -> dict[str, Any]:
         "eval": evaluate,
         "eval_steps": eval_steps,
         "input_tokens": input_tokens,
+        "target_tokens": target_tokens,
+        "progress": progress,
+        "init_scale": 16.0,
         "inf_from": inf_from if fp16 else None,
         "wrap": wrap,
         "callback": None if kind is None else {"kind": kind, "k": k},
@@ -139,11 +161,15 @@ def configs(draw: Any) -> dict[str, Any]:
             if resume and save_steps
             else None
         ),
-        # fp16: a clip threshold no gradient reaches, so the gradients are unscaled before the harness reads them
-        "max_grad_norm": 1e9 if fp16 else clip,
+        # fp16: a clip threshold (none that no gradient reaches: 0), so the gradients are unscaled before the harness
+        # reads them
+        "max_grad_norm": (clip or 1e9) if fp16 else clip,
         "count_skipped_steps": not applied_steps,
     }
-    return _focus(config, focus) if focus else config
+    config = _focus(config, focus) if focus else config
+    if "count_skipped_steps" not in features:
+        config["count_skipped_steps"] = True
+    return config
 
 
 # The edges a plain draw reaches in about one case in a hundred or less (the mutation check missed each in 150):
@@ -154,7 +180,12 @@ def configs(draw: Any) -> dict[str, Any]:
 # - skip-schedule: a decaying schedule with skipped attempts (it advances on applied updates only);
 # - empty-window: an fp32 run of a regression model that takes the count whose first window has no target (its loss
 #   is 0, not 0 / 0, and its update changes nothing).
-FOCUS = ("last-skip", "later-pass-resume", "skip-schedule", "empty-window")
+# - skip-resume: an fp16 run with a skip before its first checkpoint, resumed from it with the same arguments (the
+#   position, the counts and `train_loss` after a skip), in either reading;
+# - scale-zero: faults on every attempt of a scaler that starts at 2**-140: its scale is 0 from the 10th skip on,
+#   inside any run (an epoch run whose every step is skipped ends with a warning, a max_steps run with
+#   `count_skipped_steps=False` raises, the logged scale is 0).
+FOCUS = ("last-skip", "later-pass-resume", "skip-schedule", "empty-window", "skip-resume", "scale-zero")
 
 
 def _windows_per_pass(config: dict[str, Any]) -> int:
@@ -209,6 +240,28 @@ def _focus(config: dict[str, Any], focus: str) -> dict[str, Any]:
         # no callback: one may stop the run or the epoch before the window is read
         out.update(model=model, targets=targets, fp16=False, inf_from=None, wrap=None, callback=None)
         out["inject"] = [i for i in out["inject"] if i > 0]  # the first window's loss is its own
+    elif focus == "skip-resume":
+        # every micro-batch holds a target (an inf on a loss without one reaches no weight); a checkpoint each step
+        out["targets"] = [max(1, t) for t in out["targets"]]
+        out.update(fp16=True, inf_from=None, save="steps", save_steps=1, callback=None)
+        out["max_grad_norm"] = out["max_grad_norm"] or 1e9
+        out["inject"] = sorted({0} | {i for i in out["inject"] if i < 6})
+        if out["max_steps"]:
+            out["max_steps"] = max(out["max_steps"], 3)
+        elif out["epochs"] * _windows_per_pass(out) < 3:
+            out["epochs"] = 3
+        out["resume"] = {"checkpoint": 0, "batch_size": out["batch_size"], "ga": out["ga"], "again": None}
+    elif focus == "scale-zero":
+        # faults on every attempt (torch's scaler at scale 0 applies an update of NaN gradients to an attempt without
+        # one, 0 * inf: the contract does not model that, and no draw makes such an attempt)
+        out["targets"] = [max(1, t) for t in out["targets"]]
+        out.update(fp16=True, init_scale=TINY_SCALE, inf_from=0, inject=[])
+        out["max_grad_norm"] = out["max_grad_norm"] or 1e9
+        if not out["max_steps"] and out["epochs"] * _windows_per_pass(out) <= TINY_SCALE_SKIPS:
+            # an epoch run long enough that its scale reaches 0 before its last planned window
+            out["epochs"] = math.ceil((TINY_SCALE_SKIPS + 2) / _windows_per_pass(out))
+        elif out["max_steps"] and out["max_steps"] <= TINY_SCALE_SKIPS:
+            out["max_steps"] += TINY_SCALE_SKIPS
     return out
 
 

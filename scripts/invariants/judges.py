@@ -33,9 +33,12 @@ Judge = Callable[[Observation], list[str] | None]
 
 class Verdict(dict):
     """invariant -> what it found, for the invariants broken; `checked`: the invariants the case gave something to
-    check (a search counts them: its coverage)."""
+    check; `discriminating`: those of them whose check could tell right from wrong there (a search counts both: its
+    coverage); `facts`: what the case did that declarations are keyed on (see `facts`)."""
 
     checked: frozenset[str] = frozenset()
+    discriminating: frozenset[str] = frozenset()
+    facts: dict[str, Any] = {}
 
 
 def _runs(obs: Observation) -> list[tuple[str, Run]]:
@@ -112,6 +115,17 @@ def expected(obs: Observation, run: Run) -> contract.Expected | None:
     return result
 
 
+def _due_error(run: Run, exp: contract.Expected | None) -> bool:
+    """Whether `run` ended with the error its contract ends it with (a `max_steps` run with `count_skipped_steps=False`
+    whose loss scale fell to 0): such a run is judged in full, up to its error, not on the prefix both share."""
+    return exp is not None and exp.error == "scale" and run.error_kind == "crash" and SCALE_ERROR in (run.error or "")
+
+
+def _judged_in_full(run: Run, exp: contract.Expected | None) -> bool:
+    """A run that returned, or ended with the error that was due."""
+    return run.error_kind is None or _due_error(run, exp)
+
+
 def _modelled(obs: Observation) -> list[tuple[str, Run, contract.Expected]]:
     out = []
     for where, run in _runs(obs):
@@ -144,7 +158,8 @@ def window_content(obs: Observation) -> list[str] | None:
         checked = True
         want = [[[canon[i] for i in batch] for batch in window] for window in exp.windows]
         got = [a["samples"] for a in run.attempts]
-        if exp.error is not None or run.error_kind is not None:
+        if (exp.error is not None or run.error_kind is not None) and not _due_error(run, exp):
+            # an error where none was due, or none where one was: `completes` reports it; the prefix is judged
             n = min(len(got), len(want))
             got, want = got[:n], want[:n]
         diff = _first_difference(got, want)
@@ -158,12 +173,21 @@ def _fp16_tolerance(a: dict[str, Any], key: str) -> float:
     return FP16_UNITS * FP16_EPS * (terms if terms is not None else float(a["expected"][key].norm()))
 
 
+def _clip_coefficient(obs: Observation, norm: float) -> float:
+    """What gradient clipping multiplies a gradient of `norm` by (1: clipping off, or the norm within the bound)."""
+    bound = obs.config["max_grad_norm"]
+    if not bound or bound <= 0:
+        return 1.0
+    return min(1.0, bound / (norm + 1e-6))
+
+
 def window_gradient(obs: Observation) -> list[str] | None:
     """The gradient of every applied update equals the reference over the samples of its window: the mean over the
     window's targets for a model given the count or declared to average over its targets, the mean of its
     micro-batches' own losses for any other module (the release's rule; the Trainer cannot know what a custom loss
-    averages over). fp16: within a few float16 units of the sum of the terms' magnitudes. Series claims: 0003-0006,
-    0011-0014, 0016."""
+    averages over), scaled down to `max_grad_norm` when it is larger (clipping acts on the window's whole gradient,
+    after the fp16 gradients are unscaled). fp16: within a few float16 units of the sum of the terms' magnitudes.
+    Series claims: 0003-0006, 0011-0014 (the generic heads of `modeling_layers.py` too), 0016."""
     found = []
     checked = False
     fp16 = obs.config["fp16"]
@@ -176,9 +200,14 @@ def window_gradient(obs: Observation) -> list[str] | None:
                 continue  # a cut window's micro-batch added to this one: the release's leak, see `contract`
             checked = True
             want = a["expected"]["grad"]
+            # `max_grad_norm` scales the gradient down to that norm (torch's clip_grad_norm_), before the optimizer
+            # step (and the harness) sees it
+            coefficient = _clip_coefficient(obs, float(want.norm()))
+            want = want * coefficient
             diff = float((a["grad"] - want).norm())
             scale = float(want.norm())
-            tolerance = GRAD_ATOL + (_fp16_tolerance(a, "grad") if fp16 else GRAD_RTOL * scale)
+            relative = GRAD_RTOL * scale * (2 if coefficient < 1 else 1)
+            tolerance = GRAD_ATOL + (2 * coefficient * _fp16_tolerance(a, "grad") if fp16 else relative)
             if not diff <= tolerance:
                 ratio = float(a["grad"].norm()) / scale if scale else math.inf
                 found.append(
@@ -202,10 +231,10 @@ def updates_counted(obs: Observation) -> list[str] | None:
     found = []
     checked = False
     for where, run in _runs(obs):
-        if run.error_kind is not None:
+        exp = expected(obs, run)
+        if not _judged_in_full(run, exp):
             continue
         checked = True
-        exp = expected(obs, run)
         for i, a in enumerate(run.attempts):
             due = exp.applied[i] if exp is not None and i < len(exp.applied) else not a["injected"]
             if a["applied"] is not None and a["applied"] != due:
@@ -228,7 +257,7 @@ def skip_count(obs: Observation) -> list[str] | None:
     found = []
     checked = False
     for where, run in _runs(obs):
-        if run.error_kind is not None:
+        if not _judged_in_full(run, expected(obs, run)):
             continue
         checked = True
         skips = sum(1 for a in run.attempts if not a["applied"]) + _skipped_before(obs, run)
@@ -252,7 +281,7 @@ def run_length(obs: Observation) -> list[str] | None:
     found = []
     checked = False
     for where, run, exp in _modelled(obs):
-        if run.error_kind is not None:
+        if not _judged_in_full(run, exp):
             continue
         checked = True
         if run.global_step != exp.end_step or len(run.attempts) != len(exp.windows):
@@ -270,7 +299,7 @@ def step_end_once(obs: Observation) -> list[str] | None:
     found = []
     checked = False
     for where, run in _runs(obs):
-        if run.error_kind is not None:
+        if not _judged_in_full(run, expected(obs, run)):
             continue
         checked = True
         want = list(range(run.initial_step + 1, (run.global_step or 0) + 1))
@@ -286,7 +315,7 @@ def _events(kinds: tuple[str, ...], what: str, doc: str) -> Judge:
         for where, run, exp in _modelled(obs):
             got = [e for e in run.events if e[0] in kinds]
             want = [e for e in exp.events if e[0] in kinds]
-            if run.error_kind is not None or exp.error is not None:
+            if (run.error_kind is not None or exp.error is not None) and not _due_error(run, exp):
                 got, want = got[: len(want)], want[: len(got)]
             checked = checked or bool(want) or bool(got) or "epoch_begin" in kinds
             diff = _first_difference(got, want)
@@ -653,6 +682,168 @@ def logged_counts(obs: Observation) -> list[str] | None:
     return found if checked else None
 
 
+def target_tokens(obs: Observation) -> list[str] | None:
+    """With `include_num_target_tokens_trained`, each training log's and `train()`'s `num_target_tokens_trained` is the
+    number of targets (labels other than -100, the shifted ones of a causal LM) in the windows of the updates applied
+    since the start of training, those before a resume's checkpoint too (a skipped step trained nothing). Series
+    claim: 0024."""
+    if not obs.config.get("target_tokens"):
+        return None
+    found: list[str] = []
+    checked = False
+    for where, run in _runs(obs):
+        exp = expected(obs, run)
+        if exp is not None and exp.cut:
+            continue  # a cut window's micro-batch trains with the next: the release's leak, see `contract`
+        before = sum(a["expected"]["targets"] for a in _attempts_before(obs, run) if a["applied"])
+        checks = [
+            (f"the log at global_step {log['step']}", log["attempts"], full)
+            for log, full in zip(run.logs, run.full_logs, strict=True)
+        ]
+        if run.metrics is not None:
+            checks.append(("train()", len(run.attempts), run.metrics))
+        for what, attempts, values in checks:
+            checked = True
+            want = before + sum(a["expected"]["targets"] for a in run.attempts[:attempts] if a["applied"])
+            if values.get("num_target_tokens_trained") != want:
+                found.append(
+                    f"{where}: {what} says num_target_tokens_trained {values.get('num_target_tokens_trained')}, due "
+                    f"{want} (the targets of the applied updates)"
+                )
+                break
+    return found if checked else None
+
+
+def _scale_after(obs: Observation, skips: int) -> float:
+    """The gradient scaler's scale after `skips` skipped steps: its first scale halved in float32 at each (it grows
+    again only after 2000 applied steps in a row, which no case reaches)."""
+    scale = torch.tensor(obs.config.get("init_scale") or 16.0, dtype=torch.float32)
+    for _ in range(skips):
+        scale = scale * 0.5
+    return float(scale)
+
+
+def logged_fp16_counts(obs: Observation) -> list[str] | None:
+    """Each training log says what the harness counted since the previous log of the same `train()` call: the
+    skipped optimizer steps (`skipped_optimizer_steps`, present when some were skipped) and the windows the loss filter
+    left out (`nan_inf_filtered_windows`, present when some were); and an fp16 run's `loss_scale` is the scaler's scale
+    after the skips since the start of training (halved at each). Series claims: 0010, 0017, 0018."""
+    found: list[str] = []
+    checked = False
+    for where, run in _runs(obs):
+        exp = expected(obs, run)
+        if exp is not None and exp.cut:
+            continue
+        skipped_before = _skipped_before(obs, run)
+        start = 0
+        for log, full in zip(run.logs, run.full_logs, strict=True):
+            checked = True
+            windows = run.attempts[start : log["attempts"]]
+            start = log["attempts"]
+            skips = sum(1 for a in windows if not a["applied"])
+            filtered = sum(1 for a in windows if not _kept(obs, a))
+            want: dict[str, Any] = {
+                "skipped_optimizer_steps": skips or None,
+                "nan_inf_filtered_windows": filtered or None,
+            }
+            if obs.config["fp16"]:
+                total = skipped_before + sum(1 for a in run.attempts[: log["attempts"]] if not a["applied"])
+                want["loss_scale"] = _scale_after(obs, total)
+            else:
+                want["loss_scale"] = None
+            wrong = [
+                f"{key} {full.get(key)!r}, due {value!r}"
+                for key, value in want.items()
+                if not (full.get(key) == value or (value is not None and _same_value(full.get(key), value)))
+            ]
+            if wrong:
+                found.append(f"{where}: the log at global_step {log['step']} says " + "; ".join(wrong))
+                break
+    return found if checked else None
+
+
+def logged_grad_norm(obs: Observation) -> list[str] | None:
+    """Each training log's `grad_norm` is the norm of the last window's gradient before clipping (the reference's, in
+    unscaled units), not finite when that window's step was skipped for inf gradients. Series claims: 0010 (the
+    fp16 step), 0016 (the window's gradient), the clipping the Trainer does before the optimizer step."""
+    found: list[str] = []
+    checked = False
+    fp16 = obs.config["fp16"]
+    for where, run in _runs(obs):
+        exp = expected(obs, run)
+        if exp is not None and exp.cut:
+            continue
+        for log, full in zip(run.logs, run.full_logs, strict=True):
+            if "grad_norm" not in full or not log["attempts"]:
+                continue
+            a = run.attempts[log["attempts"] - 1]
+            if a["injected"] or not a["applied"]:
+                if a["injected"]:
+                    checked = True
+                    if math.isfinite(full["grad_norm"]):
+                        found.append(
+                            f"{where}: the log at global_step {log['step']} says grad_norm {full['grad_norm']:.6g} "
+                            f"for attempt {a['index']}, whose gradient held an inf"
+                        )
+                        break
+                continue
+            checked = True
+            want = float(a["expected"]["grad"].norm())
+            tolerance = 1e-6 + (_fp16_tolerance(a, "grad") if fp16 else GRAD_RTOL * want)
+            if not abs(full["grad_norm"] - want) <= tolerance:
+                found.append(
+                    f"{where}: the log at global_step {log['step']} says grad_norm {full['grad_norm']:.6g}, the "
+                    f"norm of attempt {a['index']}'s gradient is {want:.6g}"
+                )
+                break
+    return found if checked else None
+
+
+def progress_bar(obs: Observation) -> list[str] | None:
+    """With the progress bar on, it stands at `global_step` of `max_steps` at every step's end (the steps as the drawn
+    reading counts them; with `count_skipped_steps=False` an epoch run's total shrinks by one per skip). Series claim:
+    0022."""
+    if not obs.config.get("progress"):
+        return None
+    found: list[str] = []
+    checked = False
+    for where, run in _runs(obs):
+        for step, n, total, max_steps in run.progress:
+            checked = True
+            if n != step or total != max_steps:
+                found.append(
+                    f"{where}: at the end of step {step} the progress bar stands at {n} of {total} (max_steps "
+                    f"{max_steps})"
+                )
+                break
+    return found if checked else None
+
+
+ALL_SKIPPED = "skipped all"
+
+
+def all_skipped_warning(obs: Observation) -> list[str] | None:
+    """With `count_skipped_steps=False`, a `train()` call that applied no update but skipped some warns that every
+    step was skipped; a call that applied one does not. Series claim: 0022."""
+    if _counts_skipped(obs) or not obs.config["fp16"]:
+        return None
+    found: list[str] = []
+    checked = False
+    for where, run in _runs(obs):
+        if run.error_kind is not None:
+            continue
+        checked = True
+        due = bool(run.attempts) and not any(a["applied"] for a in run.attempts)
+        warned = any(ALL_SKIPPED in w for w in run.warnings)
+        if due != warned:
+            what = "no warning" if due else "a warning"
+            found.append(
+                f"{where}: {what} that every step was skipped, after {_applied(run)} applied update(s) of "
+                f"{len(run.attempts)} attempt(s)"
+            )
+    return found if checked else None
+
+
 LOADER: Callable[[str], str | None] | None = None  # set by the worker: the release's TrainerState.load_from_json
 
 
@@ -701,14 +892,73 @@ INVARIANTS: dict[str, Judge] = {
     "logged-loss": logged_losses,
     "logged-counts": logged_counts,
     "input-tokens": input_tokens,
+    "target-tokens": target_tokens,
+    "logged-fp16-counts": logged_fp16_counts,
+    "logged-grad-norm": logged_grad_norm,
+    "progress-bar": progress_bar,
+    "all-skipped-warning": all_skipped_warning,
     "train-metrics": train_metrics,
     "release-loads": release_loads,
     "completes": completes,
 }
 
 
+def _some_skip_due(obs: Observation) -> bool:
+    return any(not a["applied"] or a["injected"] for _, run in _runs(obs) for a in run.attempts)
+
+
+def _decaying_schedule(obs: Observation) -> bool:
+    """A schedule whose rate differs between applied updates: a wrong count of them shows."""
+    config = obs.config
+    updates = sum(_applied(run) for _, run in _runs(obs))
+    return updates >= 2 and (config["schedule"] == "linear" or config["warmup"] >= 1)
+
+
+# invariant -> when a check it made could tell right from wrong (absent: whenever it checked something). Coverage
+# counts these, so that a floor of 3 examples is a floor of 3 that could have failed.
+DISCRIMINATES: dict[str, Callable[[Observation], bool]] = {
+    "updates-counted": _some_skip_due,
+    "skip-count": _some_skip_due,
+    "learning-rate": lambda obs: _decaying_schedule(obs),
+    "step-callbacks": lambda obs: _some_skip_due(obs) or obs.config["ga"] > 1,
+    "logged-counts": lambda obs: obs.config["fp16"] and _some_skip_due(obs),
+    "logged-fp16-counts": lambda obs: _some_skip_due(obs)
+    or any(not _kept(obs, a) for _, run in _runs(obs) for a in run.attempts),
+    "checkpoints-kept": lambda obs: len({s for e, s in obs.first.events if e == "save"})
+    > (obs.config.get("save_total_limit") or 0),
+    "window-gradient": lambda obs: obs.config["ga"] > 1 or obs.config["batch_size"] > 1 or _clips(obs),
+    "target-tokens": lambda obs: _some_skip_due(obs) or obs.config["resume"] is not None,
+    "progress-bar": lambda obs: not _counts_skipped(obs) and _some_skip_due(obs),
+    "all-skipped-warning": _some_skip_due,
+}
+
+
+def _clips(obs: Observation) -> bool:
+    return bool(obs.config["max_grad_norm"]) and obs.config["max_grad_norm"] < 1
+
+
+def facts(obs: Observation) -> dict[str, Any]:
+    """What the case did that a declaration may be keyed on (`declared`, "happened"), observed, not configured:
+    - epoch_stopped: the user callback ended some epoch early (set `should_epoch_stop`);
+    - epoch_stopped_before_resume: it did so in the run a resume started from, before its checkpoint;
+    - resumed_from_epoch_end: a resume started from a checkpoint saved at the end of an epoch."""
+    stops = [(run, act) for _, run in _runs(obs) for act in run.callback_acts if act[0] == "epoch_stop"]
+    before = False
+    for run, since in ((obs.first, obs.resumed_from), (obs.resumed, obs.again_from)):
+        if run is not None and since is not None:
+            before = before or any(act[2] <= since["attempts"] for r, act in stops if r is run)
+    return {
+        "epoch_stopped": bool(stops),
+        "epoch_stopped_before_resume": before,
+        "resumed_from_epoch_end": any(
+            since is not None and since.get("epoch_end") for since in (obs.resumed_from, obs.again_from)
+        ),
+    }
+
+
 def judge(obs: Observation) -> Verdict:
-    """Every invariant the observation breaks, with what each found; `checked`: those it gave something to check."""
+    """Every invariant the observation breaks, with what each found; `checked`: those it gave something to check;
+    `discriminating`: those of them whose check could fail there; `facts`: what the case did (see `facts`)."""
     out = Verdict()
     checked = set()
     for name, check in INVARIANTS.items():
@@ -718,4 +968,6 @@ def judge(obs: Observation) -> Verdict:
         if found:
             out[name] = found
     out.checked = frozenset(checked)
+    out.discriminating = frozenset(name for name in checked if name not in DISCRIMINATES or DISCRIMINATES[name](obs))
+    out.facts = facts(obs)
     return out

@@ -126,6 +126,11 @@ class Delegating(nn.Module):
 # What a transformers head may be trained through: itself, `torch.compile` (the eager backend: dynamo's graph
 # capture without a compiler, seconds on CPU) or a delegating wrapper
 WRAPPED = ("bert_cls", "bert_tok", "llama_lm")
+# one label a sample (sequence classification), and one a position (token classification); `llama_cls` and
+# `llama_tok` are the generic heads of `modeling_layers.py` (GenericForSequenceClassification and
+# GenericForTokenClassification)
+PER_SAMPLE_LABEL = ("bert_cls", "llama_cls")
+PER_POSITION_LABEL = ("bert_tok", "llama_tok")
 
 
 def wrap(model: nn.Module, how: str | None) -> nn.Module:
@@ -154,10 +159,10 @@ def build_model(kind: str) -> nn.Module:
         from transformers import BertForTokenClassification
 
         return BertForTokenClassification(_bert_config())
-    if kind == "llama_lm":
-        from transformers import LlamaConfig, LlamaForCausalLM
+    if kind in ("llama_lm", "llama_cls", "llama_tok"):
+        import transformers
 
-        config = LlamaConfig(
+        config = transformers.LlamaConfig(
             vocab_size=VOCAB,
             hidden_size=16,
             intermediate_size=16,
@@ -165,8 +170,12 @@ def build_model(kind: str) -> nn.Module:
             num_attention_heads=2,
             num_key_value_heads=1,
             max_position_embeddings=16,
+            num_labels=CLASSES,
+            pad_token_id=0,  # no sample holds it: the sequence head pools the last position
+            classifier_dropout=0.0,  # the token head drops out 0.1 by default: the reference must see the same
         )
-        return LlamaForCausalLM(config)
+        head = {"llama_lm": "LlamaForCausalLM", "llama_cls": "LlamaForSequenceClassification"}
+        return getattr(transformers, head.get(kind, "LlamaForTokenClassification"))(config)
     raise ValueError(f"unknown model {kind!r}")
 
 
@@ -179,11 +188,11 @@ def samples(kind: str, targets: list[int], seq_len: int) -> list[dict[str, torch
             labels = torch.randn(seq_len, generator=gen)
             labels[count:] = IGNORE
             out.append({"x": torch.randn(seq_len, FEATURES, generator=gen), "labels": labels})
-        elif kind == "bert_cls":
+        elif kind in PER_SAMPLE_LABEL:
             ids = torch.randint(1, VOCAB, (seq_len,), generator=gen)
             label = torch.randint(0, CLASSES, (), generator=gen)
             out.append({"input_ids": ids, "attention_mask": torch.ones(seq_len, dtype=torch.long), "labels": label})
-        elif kind == "bert_tok":
+        elif kind in PER_POSITION_LABEL:
             ids = torch.randint(1, VOCAB, (seq_len,), generator=gen)
             labels = torch.randint(0, CLASSES, (seq_len,), generator=gen)
             labels[count:] = IGNORE

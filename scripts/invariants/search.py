@@ -39,7 +39,9 @@ class Search:
     rounds: int = 0
     source: str = ""  # the tree's Trainer source, which declarations are keyed on (see `declared`)
     first_only: bool = False  # stop at the first undeclared violation, without shrinking it
+    features: frozenset[str] = frozenset(draw.FEATURES)  # what the tree's Trainer has (`draw.FEATURES`)
     checked: dict[str, int] = field(default_factory=dict)  # invariant -> examples that gave it something to check
+    discriminating: dict[str, int] = field(default_factory=dict)  # ... whose check there could tell right from wrong
 
     def entry(self, invariant: str, config: dict[str, Any], found: list[str], reason: str | None) -> dict[str, Any]:
         return {
@@ -73,7 +75,7 @@ class Search:
             print_blob=False,
         )
         @seed_of(self.seed + self.rounds)
-        @given(draw.configs())
+        @given(draw.configs(self.features))
         def prop(config: dict[str, Any]) -> None:
             key = report.config_json(config)
             target = state["target"]
@@ -84,18 +86,22 @@ class Search:
             state["calls"] += 1
             self.examples += 1 if target is None else 0
             broken = self.runner(config)
+            facts = getattr(broken, "facts", None)
             if target is None:
                 for name in getattr(broken, "checked", ()):
                     self.checked[name] = self.checked.get(name, 0) + 1
+                for name in getattr(broken, "discriminating", ()):
+                    self.discriminating[name] = self.discriminating.get(name, 0) + 1
             for invariant, found in broken.items():
-                reason = declared.find(invariant, self.tree, config, source=self.source)
+                reason = declared.find(invariant, self.tree, config, source=self.source, facts=facts)
                 if reason and report.key(invariant, config) not in noted:
                     noted.add(report.key(invariant, config))
                     self.declared.append(self.entry(invariant, config, found, reason))
             fresh = [
                 i
                 for i in broken
-                if report.key(i, config) not in known and not declared.find(i, self.tree, config, source=self.source)
+                if report.key(i, config) not in known
+                and not declared.find(i, self.tree, config, source=self.source, facts=facts)
             ]
             if target is None and fresh:
                 state["target"] = target = fresh[0]

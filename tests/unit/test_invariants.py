@@ -209,9 +209,49 @@ def test_a_declaration_covers_its_invariant_tree_and_configurations(invariant, t
 
 def test_the_shipped_declarations_are_well_formed():
     for entry in declared.DECLARED:
-        assert set(entry) <= {"invariant", "tree", "when", "reason"} and {"invariant", "when", "reason"} <= set(entry)
+        assert set(entry) <= {"invariant", "tree", "when", "happened", "reason"}
+        assert {"invariant", "when", "reason"} <= set(entry)
         assert entry["reason"] and isinstance(entry["when"], dict)
         assert set(entry.get("tree", {})) <= {"has", "lacks"}
+        # facts the judges observe (judges.facts), never configured
+        assert set(entry.get("happened", {})) <= {
+            "epoch_stopped",
+            "epoch_stopped_before_resume",
+            "resumed_from_epoch_end",
+        }
+
+
+EPOCH_STOP_RESUME = {
+    "callback": {"kind": "epoch_stop", "k": 0},
+    "resume": {"checkpoint": 0, "batch_size": 1, "ga": 1, "again": None},
+    "streamed": False,
+}
+
+
+@pytest.mark.parametrize(
+    "facts, covered",
+    [
+        ({"epoch_stopped": True, "epoch_stopped_before_resume": True}, True),
+        # the same configuration, but the callback stopped no epoch before the checkpoint: not covered
+        ({"epoch_stopped": True, "epoch_stopped_before_resume": False}, False),
+        ({}, False),
+        (None, False),
+    ],
+)
+def test_a_resume_declaration_covers_only_a_case_whose_callback_stopped_an_epoch_before_its_checkpoint(facts, covered):
+    for invariant in ("resume-identical", "saves-due", "logged-counts"):
+        source = declared.LOGGED_COUNTS  # a tree that logs the counts
+        reason = declared.find(invariant, "series", EPOCH_STOP_RESUME, source=source, facts=facts)
+        assert (reason is not None) == covered
+
+
+def test_the_stream_pass_end_declaration_needs_a_resume_from_a_pass_end_checkpoint():
+    config = {"streamed": True, "save": "epoch", "resume": {"checkpoint": 0, "batch_size": 1, "ga": 1}}
+    assert declared.find("saves-due", "series", config, facts={"resumed_from_epoch_end": True})
+    assert declared.find("saves-due", "series", config, facts={"resumed_from_epoch_end": False}) is None
+    # the fact, not the strategy: a save a callback asked for at a pass's end is such a checkpoint too
+    steps = dict(config, save="steps")
+    assert declared.find("saves-due", "series", steps, facts={"resumed_from_epoch_end": True})
 
 
 RELEASE_SOURCE = "class Trainer:\n    def _inner_training_loop(self): ...\n"
@@ -405,7 +445,12 @@ def test_a_worker_past_its_time_limit_is_stopped_and_reported(tmp_path):
 def test_a_resume_after_an_epoch_the_callback_ended_is_declared_on_every_tree(invariant):
     resume = {"checkpoint": 1, "batch_size": 2, "ga": 1, "again": None}
     cut = {"callback": {"kind": "epoch_stop", "k": 1}, "resume": resume}
-    assert declared.find(invariant, "series", cut, source=SERIES_SOURCE) is not None
-    assert declared.find(invariant, "release", cut, source=RELEASE_SOURCE) is not None
-    assert declared.find(invariant, "series", dict(cut, resume=None), source=SERIES_SOURCE) is None
-    assert declared.find(invariant, "series", dict(cut, callback={"kind": "train_stop", "k": 1})) is None
+    stopped = {"epoch_stopped": True, "epoch_stopped_before_resume": True}
+    assert declared.find(invariant, "series", cut, source=SERIES_SOURCE, facts=stopped) is not None
+    assert declared.find(invariant, "release", cut, source=RELEASE_SOURCE, facts=stopped) is not None
+    assert declared.find(invariant, "series", dict(cut, resume=None), source=SERIES_SOURCE, facts=stopped) is None
+    train_stop = dict(cut, callback={"kind": "train_stop", "k": 1})
+    assert declared.find(invariant, "series", train_stop, facts=stopped) is None
+    # the callback stopped its epochs only after the checkpoint: the resume is modelled, nothing declared
+    later = {"epoch_stopped": True, "epoch_stopped_before_resume": False}
+    assert declared.find(invariant, "series", cut, source=SERIES_SOURCE, facts=later) is None

@@ -106,3 +106,87 @@ def test_the_logged_counts_are_the_harness_attempts_and_micro_batches(obs, found
 
 def test_the_logged_counts_are_an_invariant_of_their_own():
     assert judges.INVARIANTS["logged-counts"] is judges.logged_counts
+
+
+def _fp16_observation(logs, skipped=(), init_scale=16.0, filtered=()):
+    """A first run of 4 single-batch attempts with a gradient scaler; `skipped`: attempts whose inf was injected,
+    `filtered`: attempts whose loss the filter leaves out (NaN)."""
+    config = {"batch_size": 1, "ga": 1, "resume": None, "fp16": True, "init_scale": init_scale}
+    attempts = _attempts([1, 1, 1, 1], skipped=skipped)
+    for a in attempts:
+        a["expected"] = {"loss": float("nan") if a["index"] in filtered else 1.0, "targets": 1}
+    full = [dict(log) for log in logs]
+    run = Run(1, 1, attempts=attempts, logs=[{"step": f["step"], "attempts": f["attempts"]} for f in full])
+    run.full_logs = full
+    obs = Observation(config, run)
+    obs.__dict__["_expected"] = {id(run): None}  # no contract needed: the counts come from the attempts
+    return obs
+
+
+@pytest.mark.parametrize(
+    ("logs", "skipped", "filtered", "wrong"),
+    [
+        # one skip in the first interval: counted there only, and the scale halved from then on
+        ([{"step": 2, "attempts": 2, "skipped_optimizer_steps": 1, "loss_scale": 8.0},
+          {"step": 4, "attempts": 4, "loss_scale": 8.0}], (1,), (), None),
+        # wrong: the count since the start of training, where the one since the last log (none) is due
+        ([{"step": 2, "attempts": 2, "skipped_optimizer_steps": 1, "loss_scale": 8.0},
+          {"step": 4, "attempts": 4, "skipped_optimizer_steps": 1, "loss_scale": 8.0}],
+         (1,), (), "skipped_optimizer_steps"),
+        # the scale before the skip
+        ([{"step": 2, "attempts": 2, "skipped_optimizer_steps": 1, "loss_scale": 16.0}], (1,), (), "loss_scale"),
+        # a NaN window left out of the loss is said
+        ([{"step": 4, "attempts": 4, "nan_inf_filtered_windows": 1, "loss_scale": 16.0}], (), (2,), None),
+        ([{"step": 4, "attempts": 4, "loss_scale": 16.0}], (), (2,), "nan_inf_filtered_windows"),
+    ],
+)  # fmt: skip
+def test_the_logged_skips_filtered_windows_and_scale_are_the_harness_counts(logs, skipped, filtered, wrong):
+    found = judges.logged_fp16_counts(_fp16_observation(logs, skipped=skipped, filtered=filtered))
+    assert (found == []) if wrong is None else (len(found) == 1 and wrong in found[0])
+
+
+def test_the_scale_reaches_0_in_float32_at_the_skip_the_contract_says():
+    from invariants import contract, draw
+
+    obs = _fp16_observation([])
+    for init, skips in ((16.0, contract.SCALE_ZERO_SKIPS), (draw.TINY_SCALE, draw.TINY_SCALE_SKIPS)):
+        obs.config["init_scale"] = init
+        assert contract.scale_zero_skips(obs.config) == skips
+        assert judges._scale_after(obs, skips - 1) > 0 and judges._scale_after(obs, skips) == 0
+
+
+def test_a_run_that_ends_with_its_due_error_is_judged_in_full():
+    """Guards the prefix rule: a run that raised the scale error too early is not judged on the prefix it shares."""
+    from invariants import contract
+
+    exp = contract.Expected(windows=[[[0]]] * 5, applied=[False] * 5, error="scale")
+    early = Run(1, 1, attempts=_attempts([1, 1, 1], skipped=(0, 1, 2)))
+    early.error, early.error_kind = f"RuntimeError: ... {judges.SCALE_ERROR} (at global step 0)", "crash"
+    assert judges._due_error(early, exp) and judges._judged_in_full(early, exp)
+    other = Run(1, 1, attempts=early.attempts, error="ValueError: x", error_kind="crash")
+    assert not judges._judged_in_full(other, exp)
+
+
+def test_the_clip_coefficient_is_torchs():
+    obs = Observation({"max_grad_norm": 0.5}, Run(1, 1))
+    assert judges._clip_coefficient(obs, 2.0) == pytest.approx(0.5 / (2.0 + 1e-6))
+    assert judges._clip_coefficient(obs, 0.1) == 1.0
+    obs.config["max_grad_norm"] = 0.0
+    assert judges._clip_coefficient(obs, 2.0) == 1.0
+
+
+def test_the_facts_say_whether_the_callback_stopped_an_epoch_before_the_checkpoint():
+    config = {"batch_size": 1, "ga": 1, "resume": {"checkpoint": 0, "batch_size": 1, "ga": 1}, "fp16": False}
+    first = Run(1, 1, attempts=_attempts([1, 1, 1, 1]))
+    obs = Observation(config, first, resumed=Run(1, 1), resumed_from={"global_step": 2, "attempts": 2})
+    assert judges.facts(obs)["epoch_stopped_before_resume"] is False
+    first.callback_acts.append(("epoch_stop", 3, 3))  # after the checkpoint
+    assert judges.facts(obs) == {
+        "epoch_stopped": True,
+        "epoch_stopped_before_resume": False,
+        "resumed_from_epoch_end": False,
+    }
+    first.callback_acts.append(("epoch_stop", 1, 1))
+    obs.resumed_from["epoch_end"] = True
+    facts = judges.facts(obs)
+    assert facts["epoch_stopped_before_resume"] and facts["resumed_from_epoch_end"]
