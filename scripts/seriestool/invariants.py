@@ -91,11 +91,10 @@ def _span(names: Sequence[str], order: Sequence[str]) -> str:
     return ", ".join(numbers)
 
 
-def upstream_point(target: Target, series: "downstream.Series") -> "downstream.Point | None":
-    """The point of `target`'s series after its last upstream-tier patch (the companions still released): the
-    upstream tier alone. None when the manifest has no fork tier (the upstream tier is the whole series); a
-    SeriesError when a fork-tier patch comes before an upstream-tier one (no point of the series is the upstream
-    tier alone)."""
+def upstream_index(target: Target) -> int | None:
+    """The index of the point of `target`'s series after its last upstream-tier patch (0: the release), from the
+    manifest alone. None when the manifest has no fork tier (the upstream tier is the whole series); a SeriesError
+    when a fork-tier patch comes before an upstream-tier one (no point of the series is the upstream tier alone)."""
     if not target.fork:
         return None
     upstream = target.upstream_tier()
@@ -107,7 +106,17 @@ def upstream_point(target: Target, series: "downstream.Series") -> "downstream.P
             f"[targets.{target.name}].patches, so no point of the series is the upstream tier alone: put the fork "
             f"tier ([targets.{target.name}.fork]) last, or run --tree release --tree series"
         )
+    return last
+
+
+def upstream_point(target: Target, series: "downstream.Series") -> "downstream.Point | None":
+    """The point of `target`'s series after its last upstream-tier patch, the companions still released: the
+    upstream tier alone (see `upstream_index`; None without a fork tier)."""
+    last = upstream_index(target)
+    if last is None:
+        return None
     point = series.points[last]
+    upstream = target.upstream_tier()
     assert point.patch == (upstream[-1] if upstream else None) and all(
         tree is None for name, tree in point.trees.items() if name != target.name
     ), point

@@ -155,6 +155,8 @@ def test_a_fork_tier_before_an_upstream_patch_has_no_upstream_tree():
     main, companion = manifest.target("transformers"), manifest.target("accelerate")
     with pytest.raises(SeriesError, match="fork-tier patch 0002 comes before upstream-tier patch 0005"):
         invariants.upstream_point(main, _Series(main, companion))
+    assert invariants.upstream_index(_targets().target("transformers")) == 3
+    assert invariants.upstream_index(_targets(fork=()).target("transformers")) is None
 
 
 def test_each_tree_says_what_it_is():
@@ -212,6 +214,16 @@ def test_without_a_fork_tier_the_upstream_tree_is_skipped_not_run_twice(monkeypa
     code, ran, said = _run_command(monkeypatch, tmp_path, _targets(fork=()), ["--tree", "upstream"])
     assert [label for label, _ in ran] == ["upstream"]
     assert any("upstream = no fork tier" in line for line in said)
+
+
+def test_a_fork_tier_that_does_not_come_last_is_bad_input_before_any_run(monkeypatch, tmp_path):
+    with pytest.raises(SeriesError, match="fork-tier patch 0002 comes before upstream-tier patch 0005"):
+        _run_command(monkeypatch, tmp_path, _targets(fork=("0002-b.patch",)), [])
+    # without the upstream tree, such a manifest runs
+    code, ran, _ = _run_command(
+        monkeypatch, tmp_path, _targets(fork=("0002-b.patch",)), ["--tree", "release", "--tree", "series"]
+    )
+    assert code == 0 and [label for label, _ in ran] == ["release", "series"]
 
 
 # -- the replay command -----------------------------------------------------------------------------------

@@ -132,8 +132,10 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
                 "update scripts/invariants/mutants.py"
             )
     target = ctx.manifest.default_target(args.target)
-    python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     needed = [invariants.parse_tree(name) for name in invariants.MUTANT_TREES if any(m.tree == name for m in chosen)]
+    if any(t.label == invariants.UPSTREAM for t in needed):
+        invariants.upstream_index(target)  # a fork tier that does not come last: bad input, before any work
+    python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     paths, release = invariants.tree_paths(ctx, target, needed)
     counts = ", ".join(f"{sum(1 for m in chosen if m.tree == t.label)} of the {t.label} tree" for t in needed)
     ctx.out(
@@ -202,6 +204,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not target.fork and {invariants.UPSTREAM, invariants.SERIES} <= labels:
         ctx.out(f"invariants: upstream skipped: {what[invariants.UPSTREAM]} (run once, as series)")
         trees = [t for t in trees if t.label != invariants.UPSTREAM]
+    elif invariants.UPSTREAM in labels:
+        invariants.upstream_index(target)  # a fork tier that does not come last: bad input, before any work
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     paths, release = invariants.tree_paths(ctx, target, trees)
     for tree in trees:
