@@ -1,8 +1,8 @@
 """The checker's own mutation check: plausible bugs, one per claim a patch makes, each a small edit of the series'
 source (a text that must occur exactly once, and what replaces it). `series.py invariants --mutants` applies each
-to a copy of the series tree, searches it (the ci profile's 150 examples at most, draw.PROFILES['mutants']) until the
-first undeclared violation, and scores the checker: a mutant is caught when some invariant breaks. Standard library
-only (the tool imports it).
+to a copy of its tree (`tree`: the series, or the upstream tier alone), searches it (the ci profile's 150 examples
+at most, draw.PROFILES['mutants']) until the first undeclared violation, and scores the checker: a mutant is caught
+when some invariant breaks. Standard library only (the tool imports it).
 """
 
 from dataclasses import dataclass
@@ -12,9 +12,12 @@ from dataclasses import dataclass
 class Mutant:
     name: str
     claim: str  # the patch and what it claims
-    file: str  # below the tree's transformers/ package
+    file: str  # below the tree's transformers/ package: `trainer.py`, `models/bert/modeling_bert.py`
     old: str
     new: str
+    # the tree it is applied to: `series` (the whole series) or `upstream` (the upstream tier alone, on released
+    # accelerate: for a claim of an upstream-tier patch that the fork tier or the accelerate patches could mask)
+    tree: str = "series"
 
 
 TRAINER = "trainer.py"

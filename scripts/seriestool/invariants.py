@@ -1,11 +1,13 @@
-"""`invariants`: property-based checks of the Trainer's step loop, on the release and on the series.
+"""`invariants`: property-based checks of the Trainer's step loop, on the release, the upstream tier and the series.
 
 The checks themselves live in the worker package `scripts/invariants/` (Hypothesis, torch, the Trainer), which
 runs in the pinned venv with one tree on PYTHONPATH; this module (standard library only) owns what is around it:
 
-- the trees: `release` and `series` are the first and the last point of `downstream`'s series (the source trees
-  made from the pinned sdist and the manifest's patches, the companion targets' patches included), `path:DIR` a
-  checkout's `src/`;
+- the trees, points of `downstream`'s series (the source trees made from the pinned sdist and the manifest's
+  patches): `release` its first (the pinned release, the companions released), `upstream` the point after the
+  last upstream-tier patch (every patch not in [targets.<t>.fork]; the companions still released: what upstream
+  gets), `series` its last (the whole series, fork tier and the companion targets' patches included); `path:DIR`
+  a checkout's `src/`;
 - the worker run of each tree (its lines go to the console as they come; its result is a JSON file);
 - the verdict (undeclared violations on any tree but the release fail), the report and the console summary.
 """
@@ -20,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import downstream
@@ -36,8 +38,10 @@ SCRIPTS = Path(__file__).resolve().parents[1]
 PACKAGE = SCRIPTS / "invariants"
 SCHEMA_VERSION = 1
 PROFILES = ("ci", "nightly")
-TREES = ("release", "series")
 RELEASE = "release"
+UPSTREAM = "upstream"
+SERIES = "series"
+TREES = (RELEASE, UPSTREAM, SERIES)  # the named trees, in the order they run by default
 EXIT_BAD_INPUT = 2  # the worker's exit status for a configuration it cannot take
 
 
@@ -51,7 +55,8 @@ class Tree:
 
 
 def parse_tree(spec: str) -> Tree:
-    """`release`, `series` or `path:DIR` (a checkout: DIR/src goes on PYTHONPATH); a SeriesError otherwise."""
+    """`release`, `upstream`, `series` or `path:DIR` (a checkout: DIR/src goes on PYTHONPATH); a SeriesError
+    otherwise."""
     if spec in TREES:
         return Tree(spec, spec)
     if spec.startswith("path:") and spec[5:]:
@@ -59,7 +64,7 @@ def parse_tree(spec: str) -> Tree:
         if not (folder / "src" / "transformers" / "trainer.py").is_file():
             raise SeriesError(f"--tree {spec}: {folder} is not a transformers checkout (no src/transformers/)")
         return Tree(spec, f"path:{folder}", folder)
-    raise SeriesError(f"--tree {spec!r}: use release, series or path:DIR")
+    raise SeriesError(f"--tree {spec!r}: use release, upstream, series or path:DIR")
 
 
 def parse_replay(text: str | None) -> JSON | None:
@@ -75,15 +80,82 @@ def parse_replay(text: str | None) -> JSON | None:
     return config
 
 
+def _span(names: Sequence[str], order: Sequence[str]) -> str:
+    """Patches by number: `0001-0020` for a run of the series' order, else each (`0003, 0007`)."""
+    numbers = [name[:4] for name in names]
+    if not numbers:
+        return "none"
+    first = order.index(names[0])
+    if len(numbers) > 1 and list(order[first : first + len(names)]) == list(names):
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(numbers)
+
+
+def upstream_index(target: Target) -> int | None:
+    """The index of the point of `target`'s series after its last upstream-tier patch (0: the release), from the
+    manifest alone. None when the manifest has no fork tier (the upstream tier is the whole series); a SeriesError
+    when a fork-tier patch comes before an upstream-tier one (no point of the series is the upstream tier alone)."""
+    if not target.fork:
+        return None
+    upstream = target.upstream_tier()
+    last = target.patches.index(upstream[-1]) + 1 if upstream else 0
+    early = [name for name in target.patches[:last] if name in target.fork]
+    if early:
+        raise SeriesError(
+            f"--tree upstream: fork-tier patch {early[0][:4]} comes before upstream-tier patch {upstream[-1][:4]} in "
+            f"[targets.{target.name}].patches, so no point of the series is the upstream tier alone: put the fork "
+            f"tier ([targets.{target.name}.fork]) last, or run --tree release --tree series"
+        )
+    return last
+
+
+def upstream_point(target: Target, series: "downstream.Series") -> "downstream.Point | None":
+    """The point of `target`'s series after its last upstream-tier patch, the companions still released: the
+    upstream tier alone (see `upstream_index`; None without a fork tier)."""
+    last = upstream_index(target)
+    if last is None:
+        return None
+    point = series.points[last]
+    upstream = target.upstream_tier()
+    assert point.patch == (upstream[-1] if upstream else None) and all(
+        tree is None for name, tree in point.trees.items() if name != target.name
+    ), point
+    return point
+
+
+def describe_trees(ctx: Context, target: Target) -> dict[str, str]:
+    """What each named tree is, in words from the manifest (for the console, the summary and the report)."""
+    companions = [ctx.manifest.target(name) for name in target.verify_with]
+    pinned = target.companions.get(target.version, {})
+    released = " + ".join(f"{c.package} {pinned.get(c.name, c.version)}" for c in companions)
+    on_released = f" on released {released}" if released else ""
+    release = f"{target.package} {target.version}" + (f" + {released}" if released else "")
+    upstream_tier = target.upstream_tier()
+    patched = [c for c in companions if c.patches]
+    series = f"the whole series {_span(target.patches, target.patches)}"
+    if target.fork:
+        series += f" (fork tier {_span([p for p in target.patches if p in target.fork], target.patches)} included)"
+    series += "".join(f" + {c.package} patches {_span(c.patches, c.patches)}" for c in patched)
+    if not target.fork:
+        upstream = f"no fork tier ([targets.{target.name}.fork]): the upstream tier is the series"
+    else:
+        upstream = f"the upstream tier {_span(upstream_tier, target.patches)} alone{on_released}"
+    return {RELEASE: release, UPSTREAM: upstream, SERIES: series}
+
+
 def tree_paths(ctx: Context, target: Target, trees: Sequence[Tree]) -> tuple[dict[str, list[Path]], list[Path]]:
-    """PYTHONPATH entries of each tree, and the release's (for the release-loads invariant)."""
+    """PYTHONPATH entries of each tree, and the release's (for the release-loads invariant). Without a fork tier,
+    `upstream` gets the series' entries."""
     series = downstream.series_points(ctx, target)
     release = series.paths(series.points[0])
     out: dict[str, list[Path]] = {}
     for tree in trees:
         if tree.label == RELEASE:
             out[tree.label] = release
-        elif tree.label == "series":
+        elif tree.label == UPSTREAM:
+            point = upstream_point(target, series)
+            out[tree.label] = series.paths(series.points[-1] if point is None else point)
+        elif tree.label == SERIES:
             out[tree.label] = series.paths(series.points[-1])
         else:
             assert tree.folder is not None
@@ -217,10 +289,19 @@ def _pump(stream: Any, pipe: "queue.Queue[str | None]") -> None:
         pipe.put(None)
 
 
-# The least a search must have covered for its verdict to count: examples per tree, and examples that gave each
-# invariant something to check (a replay is one example, and is not held to it)
+# The least a search must have covered for its verdict to count: examples per tree, and examples whose check of each
+# invariant could tell right from wrong (a replay is one example, and is not held to it)
 MIN_EXAMPLES = {"ci": 60, "nightly": 600}
 MIN_CHECKED = 3
+
+
+def coverage_counts(coverage: JSON) -> tuple[str, dict[str, int]]:
+    """The counts the floor judges, and what they count: `discriminating` (the examples whose check could tell
+    right from wrong, e.g. a skip count only where a skip was due) where the worker gives it, else `checked` (the
+    examples where the judge ran: results of a worker before it)."""
+    if isinstance(coverage.get("discriminating"), dict):
+        return "discriminating", coverage["discriminating"]
+    return "checked", coverage.get("checked", {})
 
 
 def coverage_gaps(tree: JSON, profile: str) -> list[str]:
@@ -232,14 +313,16 @@ def coverage_gaps(tree: JSON, profile: str) -> list[str]:
     if coverage["examples"] < MIN_EXAMPLES[profile]:
         gaps.append(f"{coverage['examples']} example(s), fewer than {MIN_EXAMPLES[profile]}")
     broken = {v["invariant"] for v in tree.get("violations", []) + tree.get("declared", [])}
+    kind, counts = coverage_counts(coverage)
     thin = sorted(
         name
-        for name, count in coverage["checked"].items()
+        for name, count in counts.items()
         if count < MIN_CHECKED and name not in broken and not tree.get("first_only")
     )
-    missing = sorted(set(tree.get("invariants", [])) - set(coverage["checked"]) - broken)
+    missing = sorted(set(tree.get("invariants", [])) - set(counts) - broken)
     if thin or missing:
-        gaps.append(f"invariants checked in fewer than {MIN_CHECKED} examples: {', '.join(missing + thin)}")
+        what = "checked" if kind == "checked" else "checked where it could tell right from wrong"
+        gaps.append(f"invariants {what} in fewer than {MIN_CHECKED} examples: {', '.join(missing + thin)}")
     return gaps
 
 
@@ -266,22 +349,39 @@ def make_report(profile: str, seed: int, trees: Sequence[JSON], loads: Sequence[
     }
 
 
+def coverage_line(coverage: JSON) -> str | None:
+    """Per invariant the examples that checked it and, where the worker counts them, those whose check could tell
+    right from wrong (`skip-count 97/31`); None without counts."""
+    checked = coverage.get("checked") or {}
+    discriminating = coverage.get("discriminating")
+    if not isinstance(discriminating, dict):
+        if not checked:
+            return None
+        return "    checked in: " + ", ".join(f"{name} {count}" for name, count in checked.items())
+    names = [*checked, *(name for name in discriminating if name not in checked)]
+    if not names:
+        return None
+    counts = ", ".join(f"{name} {checked.get(name, 0)}/{discriminating.get(name, 0)}" for name in names)
+    return "    checked/discriminating in: " + counts
+
+
 def summary_lines(report: JSON) -> list[str]:
-    """One line per tree: examples, seconds, the invariants it breaks (undeclared, then declared)."""
+    """One line per tree: examples, seconds, the invariants it breaks (undeclared, then declared); then its
+    coverage and what it covered too little of. A tree whose result says what it is (`what`) says so."""
     lines = []
     for tree in report["trees"]:
+        name = f"{tree['tree']} ({tree['what']})" if tree.get("what") else tree["tree"]
         if tree.get("crashed"):
-            lines.append(f"  {tree['tree']}: NOT RUN: {tree['crashed']}")
+            lines.append(f"  {name}: NOT RUN: {tree['crashed']}")
             continue
         broken = ", ".join(v.get("key", v["invariant"]) for v in tree["violations"]) or "none"
         known = ", ".join(v.get("key", v["invariant"]) for v in tree["declared"]) or "none"
         lines.append(
-            f"  {tree['tree']}: {tree['examples']} example(s) in {tree['seconds']:.0f}s; broken: {broken}; "
-            f"declared: {known}"
+            f"  {name}: {tree['examples']} example(s) in {tree['seconds']:.0f}s; broken: {broken}; declared: {known}"
         )
-        checked = (tree.get("coverage") or {}).get("checked")
-        if checked and not tree.get("replayed"):
-            lines.append("    checked in: " + ", ".join(f"{name} {count}" for name, count in checked.items()))
+        covered = coverage_line(tree.get("coverage") or {})
+        if covered and not tree.get("replayed"):
+            lines.append(covered)
         for gap in coverage_gaps(tree, report["profile"]):
             judged = "" if tree["tree"] != RELEASE else " (the release: reported, not judged)"
             lines.append(f"    TOO LITTLE COVERED{judged}: {gap}")
@@ -297,40 +397,76 @@ def rerun_command(profile: str, seed: int, trees: Sequence[Tree]) -> str:
 # -- the checker's own mutation check ---------------------------------------------------------------------------
 
 
+MUTANT_TREES = (UPSTREAM, SERIES)  # the trees a mutant may apply to (its `tree`)
+
+
 def mutant_paths(paths: Sequence[Path], mutant: Any, folder: Path) -> list[Path]:
-    """PYTHONPATH entries of the series with `mutant` applied: `folder` gets a `transformers` package whose entries
-    link to the series tree's, but for the mutated file (a copy with the mutant's edit). A SeriesError when the
-    text to change does not occur exactly once (the mutant no longer fits the series)."""
+    """PYTHONPATH entries of a tree (`paths`: the series or the upstream tier) with `mutant` applied. `folder` gets a
+    `transformers` package that links to the tree's: every folder on the way to the mutated file (`mutant.file`,
+    below the package) is a real folder whose other entries are links to the tree's, and the mutated file a new file
+    (the tree's text with the mutant's edit), so that nothing is written into the tree (whose files are hard links
+    shared with the other trees). A SeriesError when the file is not there or the text to change does not occur
+    exactly once (the mutant no longer fits its tree)."""
+    tree = getattr(mutant, "tree", SERIES)
     source = next((p for p in paths if (p / "transformers" / "__init__.py").is_file()), None)
     if source is None:
-        raise SeriesError("the series tree has no transformers package")
-    package = folder / "transformers"
-    package.mkdir(parents=True)
-    for entry in (source / "transformers").iterdir():
-        if entry.name != mutant.file and entry.name != "__pycache__":
-            (package / entry.name).symlink_to(entry)
-    for entry in source.iterdir():  # the package metadata (its version)
-        if entry.name.endswith((".egg-info", ".dist-info")):
-            (folder / entry.name).symlink_to(entry)
-    text = (source / "transformers" / mutant.file).read_text(encoding="utf-8")
+        raise SeriesError(f"the {tree} tree has no transformers package")
+    parts = PurePosixPath(mutant.file).parts
+    if not parts or PurePosixPath(mutant.file).is_absolute() or any(part in ("", ".", "..") for part in parts):
+        raise SeriesError(
+            f"mutant {mutant.name}: file {mutant.file!r} must be a path below the transformers package "
+            "(e.g. trainer.py or models/bert/modeling_bert.py): update scripts/invariants/mutants.py"
+        )
+    original = source.joinpath("transformers", *parts)
+    if not original.is_file():
+        raise SeriesError(
+            f"mutant {mutant.name}: the {tree} tree has no transformers/{mutant.file}: update "
+            "scripts/invariants/mutants.py"
+        )
+    text = original.read_text(encoding="utf-8")
     if text.count(mutant.old) != 1:
         raise SeriesError(
             f"mutant {mutant.name}: the text it changes occurs {text.count(mutant.old)} times in "
-            f"transformers/{mutant.file} of the series (once expected): update scripts/invariants/mutants.py"
+            f"transformers/{mutant.file} of the {tree} tree (once expected): update scripts/invariants/mutants.py"
         )
-    (package / mutant.file).write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
+    from_dir, to_dir = source / "transformers", folder / "transformers"
+    to_dir.mkdir(parents=True)
+    for depth, part in enumerate(parts):
+        for entry in from_dir.iterdir():
+            if entry.name not in (part, "__pycache__"):
+                (to_dir / entry.name).symlink_to(entry)
+        if depth < len(parts) - 1:  # a folder on the way: real, its other entries links
+            from_dir, to_dir = from_dir / part, to_dir / part
+            to_dir.mkdir()
+    for entry in source.iterdir():  # the package metadata (its version)
+        if entry.name.endswith((".egg-info", ".dist-info")):
+            (folder / entry.name).symlink_to(entry)
+    write_inside(folder, to_dir / parts[-1], text.replace(mutant.old, mutant.new))
     return [folder, *[p for p in paths if p != source]]
 
 
+def write_inside(folder: Path, path: Path, text: str) -> None:
+    """Write `text` to the new file `path`, which must lie in `folder` through real folders only: never through a
+    link, never over a file that is there (it could be a hard link to a tree's file). A SeriesError otherwise."""
+    parent = path.parent
+    if not parent.is_relative_to(folder) or parent.resolve() != folder.resolve() / parent.relative_to(folder):
+        raise SeriesError(f"internal error: the mutated file {path} would be written outside {folder}")
+    try:
+        with open(path, "x", encoding="utf-8") as handle:
+            handle.write(text)
+    except FileExistsError:
+        raise SeriesError(f"internal error: the mutated file {path} is there already (a link into a tree?)") from None
+
+
 def mutant_row(mutant: Any, result: JSON) -> JSON:
-    """One row of the mutation table: caught (some invariant broke, declared or not? only undeclared ones count),
-    by what, after how many examples and seconds."""
+    """One row of the mutation table: the tree the mutant was applied to, caught (some invariant broke, declared or
+    not? only undeclared ones count), by what, after how many examples and seconds."""
+    row: JSON = {"mutant": mutant.name, "tree": getattr(mutant, "tree", SERIES), "claim": mutant.claim}
     if result.get("crashed"):
-        return {"mutant": mutant.name, "claim": mutant.claim, "caught": False, "by": f"NOT RUN: {result['crashed']}"}
+        return {**row, "caught": False, "by": f"NOT RUN: {result['crashed']}"}
     found = result.get("violations", [])
     return {
-        "mutant": mutant.name,
-        "claim": mutant.claim,
+        **row,
         "caught": bool(found),
         "by": ", ".join(v.get("key", v["invariant"]) for v in found) or "-",
         "examples": result.get("examples", 0),
@@ -340,12 +476,13 @@ def mutant_row(mutant: Any, result: JSON) -> JSON:
 
 def mutation_lines(rows: Sequence[JSON], seconds: float) -> list[str]:
     caught = sum(1 for r in rows if r["caught"])
-    width = max(len(r["mutant"]) for r in rows)
-    lines = [f"  {'mutant':<{width}}  caught  {'examples':>8}  {'s':>5}  by"]
+    width = max([len("mutant"), *(len(r["mutant"]) for r in rows)])
+    trees = max([len("tree"), *(len(r.get("tree", SERIES)) for r in rows)])
+    lines = [f"  {'mutant':<{width}}  {'tree':<{trees}}  caught  {'examples':>8}  {'s':>5}  by"]
     for r in rows:
         lines.append(
-            f"  {r['mutant']:<{width}}  {'yes' if r['caught'] else 'NO':<6}  {r.get('examples', 0):>8}  "
-            f"{r.get('seconds', 0):>5.0f}  {r['by']}"
+            f"  {r['mutant']:<{width}}  {r.get('tree', SERIES):<{trees}}  {'yes' if r['caught'] else 'NO':<6}  "
+            f"{r.get('examples', 0):>8}  {r.get('seconds', 0):>5.0f}  {r['by']}"
         )
     score = caught / len(rows) if rows else 0.0
     lines.append(f"  score: {caught}/{len(rows)} caught ({score:.0%}) in {seconds:.0f}s")

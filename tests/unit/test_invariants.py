@@ -4,6 +4,7 @@ prints, the verdict and the report's shape, and which declarations cover which v
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 from invariants import declared, report
@@ -17,8 +18,10 @@ CONFIG = {"model": "reg_kw", "ga": 2, "targets": [2, 0], "callback": {"kind": "e
 # -- arguments ----------------------------------------------------------------------------------------------
 
 
-def test_trees_are_the_release_the_series_or_a_checkout(tmp_path):
+def test_trees_are_the_release_the_upstream_tier_the_series_or_a_checkout(tmp_path):
+    assert invariants.TREES == ("release", "upstream", "series")  # the default, in this order
     assert invariants.parse_tree("release") == invariants.Tree("release", "release")
+    assert invariants.parse_tree("upstream") == invariants.Tree("upstream", "upstream")
     assert invariants.parse_tree("series").label == "series"
     (tmp_path / "src" / "transformers").mkdir(parents=True)
     (tmp_path / "src" / "transformers" / "trainer.py").write_text("", encoding="utf-8")
@@ -28,7 +31,7 @@ def test_trees_are_the_release_the_series_or_a_checkout(tmp_path):
 
 @pytest.mark.parametrize("spec", ["main", "path:", "git:https://x@v1"])
 def test_an_unknown_tree_is_refused(spec):
-    with pytest.raises(SeriesError, match="use release, series or path:DIR"):
+    with pytest.raises(SeriesError, match="use release, upstream, series or path:DIR"):
         invariants.parse_tree(spec)
 
 
@@ -48,7 +51,9 @@ def test_a_replay_must_be_a_json_object(text, message):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--tree", "main"], "--tree 'main': use release, series or path:DIR"),
+        (["--tree", "main"], "--tree 'main': use release, upstream, series or path:DIR"),
+        (["--tree", "upstream", "--tree", "upstream"], "--tree: each tree once"),
+        (["--mutants", "--tree", "upstream"], "--mutants runs each mutant on its own tree"),
         (["--tree", "series", "--tree", "series"], "--tree: each tree once"),
         (["--replay", "[1]"], "--replay must be a JSON object"),
         (["--json", "/no/such/folder/r.json"], "the folder /no/such/folder does not exist"),
@@ -75,6 +80,150 @@ def test_an_unknown_profile_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as info:
         cli.build_parser().parse_args(["invariants", "--profile", "weekly"])
     assert info.value.code == 2 and "invalid choice: 'weekly'" in capsys.readouterr().err
+
+
+# -- the trees ------------------------------------------------------------------------------------------------
+
+
+def _targets(fork=("0004-d.patch", "0005-e.patch"), patches=None):
+    from seriestool.manifest import Manifest, Target
+
+    names = patches or ["0001-a.patch", "0002-b.patch", "0003-c.patch", "0004-d.patch", "0005-e.patch"]
+    main = Target("transformers", "transformers", "5.25.0", "0" * 64, "https://x", "tests/", "src", names)
+    main.verify_with = ["accelerate"]
+    main.companions = {"5.25.0": {"accelerate": "1.16.0"}}
+    main.fork = dict.fromkeys(fork, "why")
+    companion = Target("accelerate", "accelerate", "1.17.0", "0" * 64, "https://y", "tests/", "src")
+    companion.patches = ["0001-x.patch", "0002-y.patch"]
+    return Manifest(Path("series.toml"), {"transformers": main, "accelerate": companion})
+
+
+class _Series:
+    """downstream.Series as series_points makes it: the release, each transformers prefix, the companion's."""
+
+    def __init__(self, target, companion):
+        from seriestool.downstream import Point
+
+        trees = {target.name: "t0", companion.name: None}
+        self.points = [Point(0, "release", None, None, dict(trees))]
+        for index, patch in enumerate(target.patches, start=1):
+            trees[target.name] = f"t{index}"
+            self.points.append(Point(index, patch[:4], patch, target.name, dict(trees)))
+        for index, patch in enumerate(companion.patches, start=1):
+            trees[companion.name] = f"a{index}"
+            self.points.append(Point(len(self.points), f"accelerate {patch[:4]}", patch, companion.name, dict(trees)))
+
+    def paths(self, point):
+        return [Path("/trees") / tree for tree in point.trees.values() if tree is not None]
+
+
+def _ctx(manifest, tmp_path=None):
+    from types import SimpleNamespace
+
+    said = []
+    return SimpleNamespace(manifest=manifest, out=said.append, log=said.append, said=said, work=tmp_path)
+
+
+def test_the_upstream_tree_is_the_upstream_tier_on_the_released_companions(monkeypatch):
+    manifest = _targets()
+    main, companion = manifest.target("transformers"), manifest.target("accelerate")
+    series = _Series(main, companion)
+    point = invariants.upstream_point(main, series)
+    assert point.patch == "0003-c.patch" and point.trees == {"transformers": "t3", "accelerate": None}
+    monkeypatch.setattr(invariants.downstream, "series_points", lambda ctx, target: series)
+    trees = [invariants.parse_tree(name) for name in invariants.TREES]
+    paths, release = invariants.tree_paths(_ctx(manifest), main, trees)
+    assert release == paths["release"] == [Path("/trees/t0")]
+    assert paths["upstream"] == [Path("/trees/t3")]  # no accelerate patch: the venv's released accelerate
+    assert paths["series"] == [Path("/trees/t5"), Path("/trees/a2")]
+
+
+def test_without_a_fork_tier_the_upstream_tree_is_the_series(monkeypatch):
+    manifest = _targets(fork=())
+    main, companion = manifest.target("transformers"), manifest.target("accelerate")
+    series = _Series(main, companion)
+    assert invariants.upstream_point(main, series) is None
+    monkeypatch.setattr(invariants.downstream, "series_points", lambda ctx, target: series)
+    paths, _ = invariants.tree_paths(_ctx(manifest), main, [invariants.parse_tree("upstream")])
+    assert paths["upstream"] == [Path("/trees/t5"), Path("/trees/a2")]
+    what = invariants.describe_trees(_ctx(manifest), main)
+    assert what["upstream"] == "no fork tier ([targets.transformers.fork]): the upstream tier is the series"
+
+
+def test_a_fork_tier_before_an_upstream_patch_has_no_upstream_tree():
+    manifest = _targets(fork=("0002-b.patch",))
+    main, companion = manifest.target("transformers"), manifest.target("accelerate")
+    with pytest.raises(SeriesError, match="fork-tier patch 0002 comes before upstream-tier patch 0005"):
+        invariants.upstream_point(main, _Series(main, companion))
+    assert invariants.upstream_index(_targets().target("transformers")) == 3
+    assert invariants.upstream_index(_targets(fork=()).target("transformers")) is None
+
+
+def test_each_tree_says_what_it_is():
+    manifest = _targets()
+    what = invariants.describe_trees(_ctx(manifest), manifest.target("transformers"))
+    assert what == {
+        "release": "transformers 5.25.0 + accelerate 1.16.0",  # the release's companion, not the pin (1.17.0)
+        "upstream": "the upstream tier 0001-0003 alone on released accelerate 1.16.0",
+        "series": "the whole series 0001-0005 (fork tier 0004-0005 included) + accelerate patches 0001-0002",
+    }
+    assert invariants._span(["0001-a", "0003-c"], ["0001-a", "0002-b", "0003-c"]) == "0001, 0003"
+
+
+def _run_command(monkeypatch, tmp_path, manifest, argv):
+    """`invariants` with the manifest given, the trees' paths and the worker faked: (exit, trees run, console)."""
+    from seriestool import pyenv
+    from seriestool.commands import invariants as command
+
+    ran = []
+
+    def worker(python, tree, paths, release, **kwargs):
+        ran.append((tree.label, paths))
+        return _tree(tree.label)
+
+    fake_paths = {"release": [Path("/r")], "upstream": [Path("/u")], "series": [Path("/s")]}
+    monkeypatch.setattr(pyenv, "interpreter", lambda *args, **kwargs: Path("/python"))
+    monkeypatch.setattr(
+        invariants, "tree_paths", lambda ctx, target, trees: ({t.label: fake_paths[t.label] for t in trees}, [])
+    )
+    monkeypatch.setattr(invariants, "run_worker", worker)
+    args = cli.build_parser().parse_args(["invariants", *argv])
+    ctx = _ctx(manifest, tmp_path)
+    ctx.requirements = tmp_path / "requirements.txt"
+    code = command.run(args, ctx)
+    return code, ran, ctx.said
+
+
+def test_the_default_runs_the_release_the_upstream_tier_and_the_series(monkeypatch, tmp_path):
+    code, ran, said = _run_command(monkeypatch, tmp_path, _targets(), ["--json", str(tmp_path / "r.json")])
+    assert code == 0 and [label for label, _ in ran] == ["release", "upstream", "series"]
+    assert "invariants: upstream = the upstream tier 0001-0003 alone on released accelerate 1.16.0" in said
+    trees = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["trees"]
+    assert [t["what"] for t in trees][0] == "transformers 5.25.0 + accelerate 1.16.0"
+    assert any(line.startswith("  upstream (the upstream tier 0001-0003 alone") for line in said)
+
+
+def test_without_a_fork_tier_the_upstream_tree_is_skipped_not_run_twice(monkeypatch, tmp_path):
+    code, ran, said = _run_command(monkeypatch, tmp_path, _targets(fork=()), [])
+    assert code == 0 and [label for label, _ in ran] == ["release", "series"]
+    assert (
+        "invariants: upstream skipped: no fork tier ([targets.transformers.fork]): the upstream tier is the series "
+        "(run once, as series)"
+    ) in said
+    # asked for alone, it runs (once), and says what it is
+    code, ran, said = _run_command(monkeypatch, tmp_path, _targets(fork=()), ["--tree", "upstream"])
+    assert [label for label, _ in ran] == ["upstream"]
+    assert any("upstream = no fork tier" in line for line in said)
+
+
+def test_a_fork_tier_that_does_not_come_last_is_bad_input_before_any_run(monkeypatch, tmp_path):
+    with pytest.raises(SeriesError, match="fork-tier patch 0002 comes before upstream-tier patch 0005"):
+        _run_command(monkeypatch, tmp_path, _targets(fork=("0002-b.patch",)), [])
+    # without the upstream tree, such a manifest runs
+    code, ran, _ = _run_command(
+        monkeypatch, tmp_path, _targets(fork=("0002-b.patch",)), ["--tree", "release", "--tree", "series"]
+    )
+    assert code == 0 and [label for label, _ in ran] == ["release", "series"]
 
 
 # -- the replay command -----------------------------------------------------------------------------------
@@ -278,10 +427,12 @@ def test_the_token_mean_declaration_follows_the_code_not_the_label(label):
 # -- coverage ------------------------------------------------------------------------------------------------
 
 
-def _covered(examples, checked, **extra):
+def _covered(examples, checked, discriminating=None, **extra):
     names = ["window-content", "logs-due", "saves-due"]
-    return {"tree": "series", "violations": [], "declared": [], "invariants": names,
-            "coverage": {"examples": examples, "checked": checked}, **extra}  # fmt: skip
+    coverage = {"examples": examples, "checked": checked}
+    if discriminating is not None:
+        coverage["discriminating"] = discriminating
+    return {"tree": "series", "violations": [], "declared": [], "invariants": names, "coverage": coverage, **extra}
 
 
 def test_a_search_below_the_floor_fails_the_verdict():
@@ -306,6 +457,26 @@ def test_the_release_is_not_held_to_the_floor():
     assert invariants.verdict([release, _covered(100, {"window-content": 90, "logs-due": 40, "saves-due": 12})], "ci")
 
 
+def test_the_floor_judges_the_discriminating_examples_where_the_worker_counts_them():
+    full = {"window-content": 90, "logs-due": 40, "saves-due": 12}
+    # checked often, but could tell right from wrong in 2 examples (a skip count only where a skip was due)
+    thin = _covered(100, full, {"window-content": 90, "logs-due": 2, "saves-due": 12})
+    assert invariants.coverage_gaps(thin, "ci") == [
+        "invariants checked where it could tell right from wrong in fewer than 3 examples: logs-due"
+    ]
+    assert not invariants.verdict([thin], "ci")
+    # an invariant the worker lists no discriminating count for had none
+    missing = _covered(100, full, {"window-content": 90, "logs-due": 3})
+    assert invariants.coverage_gaps(missing, "ci") == [
+        "invariants checked where it could tell right from wrong in fewer than 3 examples: saves-due"
+    ]
+    assert invariants.coverage_gaps(_covered(100, full, dict(full, **{"logs-due": 3})), "ci") == []
+    assert invariants.verdict([_covered(100, full, dict(full, **{"logs-due": 3}))], "ci")
+    # a result of a worker before the count (no `discriminating`) is judged on `checked`, as before
+    assert invariants.coverage_counts({"examples": 1, "checked": full}) == ("checked", full)
+    assert invariants.coverage_gaps(_covered(100, full), "ci") == []
+
+
 def test_the_summary_states_the_coverage():
     report = invariants.make_report(
         "ci", 0, [_covered(41, {"window-content": 41, "logs-due": 5, "saves-due": 3})], [], 1
@@ -315,6 +486,21 @@ def test_the_summary_states_the_coverage():
     assert "    checked in: window-content 41, logs-due 5, saves-due 3" in lines
     assert "    TOO LITTLE COVERED: 41 example(s), fewer than 60" in lines
     assert not report["ok"]
+
+
+def test_the_summary_states_the_checked_and_the_discriminating_examples():
+    checked = {"window-content": 41, "skip-count": 97, "saves-due": 3}
+    discriminating = {"window-content": 41, "skip-count": 31, "logs-due": 4}
+    tree = dict(_covered(150, checked, discriminating), examples=150, seconds=10, what="the upstream tier", tree="up")
+    lines = invariants.summary_lines(invariants.make_report("ci", 0, [tree], [], 1))
+    assert lines[0].startswith("  up (the upstream tier): 150 example(s) in 10s; broken: none")
+    assert lines[1] == (
+        "    checked/discriminating in: window-content 41/41, skip-count 97/31, saves-due 3/0, logs-due 0/4"
+    )
+    assert lines[2] == (
+        "    TOO LITTLE COVERED: invariants checked where it could tell right from wrong in fewer than 3 examples: "
+        "saves-due"
+    )
 
 
 # -- the mutation check --------------------------------------------------------------------------------------
@@ -330,26 +516,173 @@ def test_each_mutant_is_one_small_edit_with_its_claim():
         assert len(m.old.splitlines()) <= 3
 
 
+def _package(root):
+    """A small fake series tree: a transformers package with a nested model folder, its metadata, and a copy of
+    each file hard-linked into a second tree (as downstream's trees share their files)."""
+    import os
+
+    files = {
+        "transformers/__init__.py": "",
+        "transformers/trainer.py": "a = 1\nb = 2\n",
+        "transformers/utils/__init__.py": "",
+        "transformers/models/__init__.py": "",
+        "transformers/models/bert/__init__.py": "",
+        "transformers/models/bert/modeling_bert.py": "loss = x / n\ntwice = 1\ntwice = 1\n",
+        "transformers/models/bert/configuration_bert.py": "c = 1\n",
+        "transformers/models/gpt2/modeling_gpt2.py": "g = 1\n",
+        "transformers-5.25.0.dist-info/METADATA": "Version: 5.25.0\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+        (root.parent / "other" / name).parent.mkdir(parents=True, exist_ok=True)
+        os.link(root / name, root.parent / "other" / name)
+    return root
+
+
+def _snapshot(root):
+    """Every entry below `root`: its kind and its bytes (a link's target)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = ("link", str(path.readlink()))
+        elif path.is_dir():
+            out[rel] = ("dir", None)
+        else:
+            out[rel] = ("file", path.read_bytes())
+    return out
+
+
 def test_a_mutant_tree_links_the_series_but_for_the_mutated_file(tmp_path):
     from invariants.mutants import Mutant
 
-    source = tmp_path / "series"
-    (source / "transformers" / "models").mkdir(parents=True)
-    (source / "transformers" / "__init__.py").write_text("", encoding="utf-8")
-    (source / "transformers" / "trainer.py").write_text("a = 1\nb = 2\n", encoding="utf-8")
-    (source / "transformers-5.24.0.dist-info").mkdir()
-    other = tmp_path / "accelerate"
+    source = _package(tmp_path / "series")
+    before, other = _snapshot(source), _snapshot(tmp_path / "other")
+    accelerate = tmp_path / "accelerate"
     mutant = Mutant("m", "claim", "trainer.py", "b = 2", "b = 3")
-    paths = invariants.mutant_paths([source, other], mutant, tmp_path / "m")
-    assert paths == [tmp_path / "m", other]
+    assert mutant.tree == "series"
+    paths = invariants.mutant_paths([source, accelerate], mutant, tmp_path / "m")
+    assert paths == [tmp_path / "m", accelerate]
     package = tmp_path / "m" / "transformers"
     assert (package / "trainer.py").read_text(encoding="utf-8") == "a = 1\nb = 3\n"
+    assert not (package / "trainer.py").is_symlink()
     assert (package / "models").is_symlink() and (package / "__init__.py").is_symlink()
-    assert (tmp_path / "m" / "transformers-5.24.0.dist-info").is_symlink()
-    assert (source / "transformers" / "trainer.py").read_text(encoding="utf-8") == "a = 1\nb = 2\n"
-    stale = Mutant("s", "claim", "trainer.py", "c = 3", "c = 4")
-    with pytest.raises(SeriesError, match="occurs 0 times"):
-        invariants.mutant_paths([source], stale, tmp_path / "s")
+    assert (tmp_path / "m" / "transformers-5.25.0.dist-info").is_symlink()
+    assert _snapshot(source) == before and _snapshot(tmp_path / "other") == other
+
+
+def test_a_nested_mutant_gets_real_folders_on_its_way_and_leaves_the_tree_as_it_was(tmp_path):
+    from invariants.mutants import Mutant
+
+    source = _package(tmp_path / "series")
+    before, other = _snapshot(source), _snapshot(tmp_path / "other")
+    mutant = Mutant("n", "claim", "models/bert/modeling_bert.py", "loss = x / n", "loss = x", tree="upstream")
+    invariants.mutant_paths([source], mutant, tmp_path / "n")
+    package = tmp_path / "n" / "transformers"
+    # the folders on the way are real, their other entries links; the mutated file a file of the mutant's folder
+    for folder in (package, package / "models", package / "models" / "bert"):
+        assert folder.is_dir() and not folder.is_symlink()
+    for link in ("trainer.py", "utils", "__init__.py", "models/__init__.py", "models/gpt2", "models/bert/__init__.py"):
+        assert (package / link).is_symlink(), link
+    assert (package / "models" / "bert" / "configuration_bert.py").resolve() == (
+        source / "transformers" / "models" / "bert" / "configuration_bert.py"
+    ).resolve()
+    mutated = package / "models" / "bert" / "modeling_bert.py"
+    assert not mutated.is_symlink() and mutated.resolve().is_relative_to((tmp_path / "n").resolve())
+    assert mutated.read_text(encoding="utf-8") == "loss = x\ntwice = 1\ntwice = 1\n"
+    # the series tree, and the tree sharing its files, are byte for byte as they were
+    assert _snapshot(source) == before and _snapshot(tmp_path / "other") == other
+    text = (source / "transformers" / "models" / "bert" / "modeling_bert.py").read_text(encoding="utf-8")
+    assert text.startswith("loss = x / n\n")
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "message"),
+    [
+        ("trainer.py", "c = 3", "occurs 0 times in transformers/trainer.py of the series tree"),
+        ("models/bert/modeling_bert.py", "twice = 1", "occurs 2 times in transformers/models/bert/modeling_bert.py"),
+        ("models/bert/modeling_nope.py", "x", "the series tree has no transformers/models/bert/modeling_nope.py"),
+        ("../setup.py", "x", "must be a path below the transformers package"),
+        ("/etc/passwd", "x", "must be a path below the transformers package"),
+    ],
+)
+def test_a_mutant_that_does_not_fit_its_tree_is_refused_and_writes_nothing(tmp_path, file, old, message):
+    from invariants.mutants import Mutant
+
+    source = _package(tmp_path / "series")
+    before = _snapshot(source)
+    with pytest.raises(SeriesError, match=message):
+        invariants.mutant_paths([source], Mutant("s", "claim", file, old, "new"), tmp_path / "s")
+    assert not (tmp_path / "s").exists() and _snapshot(source) == before
+
+
+def test_the_mutated_file_is_never_written_through_a_link_or_over_a_file(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.py").write_text("kept\n", encoding="utf-8")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "linked").symlink_to(outside)
+    with pytest.raises(SeriesError, match="would be written outside"):
+        invariants.write_inside(folder, folder / "linked" / "new.py", "x")
+    with pytest.raises(SeriesError, match="would be written outside"):
+        invariants.write_inside(folder, tmp_path / "elsewhere.py", "x")
+    (folder / "f.py").symlink_to(outside / "f.py")
+    with pytest.raises(SeriesError, match="is there already"):
+        invariants.write_inside(folder, folder / "f.py", "x")
+    assert (outside / "f.py").read_text(encoding="utf-8") == "kept\n" and sorted(outside.iterdir()) == [
+        outside / "f.py"
+    ]
+    invariants.write_inside(folder, folder / "new.py", "x")
+    assert (folder / "new.py").read_text(encoding="utf-8") == "x"
+
+
+def test_each_mutant_runs_on_its_own_tree_and_must_fit_it_before_any_runs(monkeypatch, tmp_path):
+    from invariants.mutants import Mutant
+    from seriestool import pyenv
+    from seriestool.commands import invariants as command
+
+    trees = {name: _package(tmp_path / name / "tree") for name in ("upstream", "series")}
+    (trees["series"] / "transformers" / "trainer.py").write_text("a = 1\nb = 2\nfork = 1\n", encoding="utf-8")
+    chosen = [
+        Mutant("on-series", "c", "trainer.py", "fork = 1", "fork = 0"),
+        Mutant("on-upstream", "c", "models/bert/modeling_bert.py", "loss = x / n", "loss = x", tree="upstream"),
+    ]
+    asked, ran = [], {}
+
+    def tree_paths(ctx, target, wanted):
+        asked.append([t.label for t in wanted])
+        return {t.label: [trees[t.label]] for t in wanted}, [Path("/release")]
+
+    def worker(python, tree, paths, release, **kwargs):
+        package = paths[0] / "transformers"
+        ran[tree.label] = (tree.spec, (package / "trainer.py").read_text(encoding="utf-8"))
+        ran[tree.label] += ((package / "models" / "bert" / "modeling_bert.py").read_text(encoding="utf-8"),)
+        return {"tree": tree.label, "violations": [{"invariant": "saves-due"}], "examples": 1, "seconds": 1}
+
+    monkeypatch.setattr(pyenv, "interpreter", lambda *args, **kwargs: Path("/python"))
+    monkeypatch.setattr(invariants, "tree_paths", tree_paths)
+    monkeypatch.setattr(invariants, "run_worker", worker)
+    monkeypatch.setattr(command, "_mutants", lambda names: chosen)
+    ctx = _ctx(_targets(), tmp_path)
+    ctx.requirements = tmp_path / "requirements.txt"
+    args = cli.build_parser().parse_args(["invariants", "--mutants", "--json", str(tmp_path / "m.json")])
+    assert command.run(args, ctx) == 0
+    assert asked == [["upstream", "series"]]
+    assert ran["mutant:on-series"] == ("series", "a = 1\nb = 2\nfork = 0\n", "loss = x / n\ntwice = 1\ntwice = 1\n")
+    assert ran["mutant:on-upstream"] == ("upstream", "a = 1\nb = 2\n", "loss = x\ntwice = 1\ntwice = 1\n")
+    rows = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))["mutants"]
+    assert [(r["mutant"], r["tree"]) for r in rows] == [("on-series", "series"), ("on-upstream", "upstream")]
+    # a mutant that does not fit its tree (0022's text is not in the upstream tier) stops the run before any runs
+    ran.clear()
+    chosen[1] = Mutant("fork-on-upstream", "c", "trainer.py", "fork = 1", "fork = 0", tree="upstream")
+    with pytest.raises(SeriesError, match="mutant fork-on-upstream: the text it changes occurs 0 times .* upstream"):
+        command.run(args, ctx)
+    assert ran == {}
+    chosen[1] = Mutant("on-release", "c", "trainer.py", "a = 1", "a = 2", tree="release")
+    with pytest.raises(SeriesError, match="mutant on-release: tree 'release' is not one of upstream, series"):
+        command.run(args, ctx)
 
 
 def test_the_mutation_table_scores_the_caught():
@@ -361,10 +694,15 @@ def test_the_mutation_table_scores_the_caught():
         invariants.mutant_row(Mutant("b", "c", "trainer.py", "x", "y"), {"violations": [], "examples": 150}),
         invariants.mutant_row(Mutant("c", "c", "trainer.py", "x", "y"), {"crashed": "the worker ended with exit 3"}),
     ]  # fmt: skip
-    assert [r["caught"] for r in rows] == [True, False, False]
+    rows.append(invariants.mutant_row(Mutant("upstream-one", "c", "trainer.py", "x", "y", tree="upstream"), caught))
+    assert [r["caught"] for r in rows] == [True, False, False, True]
+    assert [r["tree"] for r in rows] == ["series", "series", "series", "upstream"]
     lines = invariants.mutation_lines(rows, 200)
-    assert lines[-1] == "  score: 1/3 caught (33%) in 200s"
-    assert "saves-due" in lines[1] and "NO" in lines[2] and "NOT RUN" in lines[3]
+    assert lines[-1] == "  score: 2/4 caught (50%) in 200s"
+    assert lines[0].split() == ["mutant", "tree", "caught", "examples", "s", "by"]
+    assert lines[1].split()[:3] == ["a", "series", "yes"] and "saves-due" in lines[1]
+    assert "NO" in lines[2] and "NOT RUN" in lines[3]
+    assert lines[4].split()[:3] == ["upstream-one", "upstream", "yes"]
 
 
 WORKER = """\

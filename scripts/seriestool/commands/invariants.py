@@ -32,16 +32,19 @@ configuration and printed with the tree and one command that replays it. Declare
 on 2 CPU processes (gloo; 12 for ci): the gradient and the logged loss of every window when one process has fewer
 targets or none (`processes-*`). The worker is the package scripts/invariants/, run in the pinned venv.
 
---tree release (5.24.0), series (the manifest's whole series), path:DIR (a checkout); default: release, then
-series. A search states its coverage (examples per tree, and per invariant the examples that gave it something to
-check) and fails below a floor (60 examples a tree for ci, each invariant in 3).
+--tree release (the pinned release, 5.25.0, with released accelerate 1.16.0), upstream (the upstream tier alone,
+0001-0020, on released accelerate 1.16.0: what upstream gets), series (the manifest's whole series, the fork tier
+0021-0024 and the accelerate patches included), path:DIR (a checkout); default: release, upstream, then series (a
+manifest without a fork tier runs its upstream tier once, as series). A search states its coverage (examples per
+tree, and per invariant the examples that checked it / whose check could tell right from wrong) and fails below a
+floor (60 examples a tree for ci, each invariant told right from wrong in 3).
 
 --mutants runs the checker's own mutation check instead: each mutant of scripts/invariants/mutants.py (a plausible
-bug, one per claim a patch makes) is applied to a copy of the series tree and searched with the ci profile's
-examples (150, whatever the machine's speed) until the first undeclared violation; the table says which invariant
-caught each, and the run fails when fewer than --min-score of them are caught (default 0.9). --mutant NAME runs only
-those (repeatable); with --replay JSON, each mutant runs that one configuration instead of a search (does it catch
-the mutant?).
+bug, one per claim a patch makes) is applied to a copy of its tree (the series, or the upstream tier) and searched
+with the ci profile's examples (150, whatever the machine's speed) until the first undeclared violation; the table
+says which tree and which invariant caught each, and the run fails when fewer than --min-score of them are caught
+(default 0.9). --mutant NAME runs only those (repeatable); with --replay JSON, each mutant runs that one
+configuration instead of a search (does it catch the mutant?).
 
 --profile ci (about 3 minutes a tree on 2 cores) or nightly (about 40). --seed N makes the search reproducible
 (the examples it draws; the time budgets can only cut it short). --replay JSON runs one configuration on each
@@ -71,14 +74,17 @@ def _seed(text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="whose series (default: the first target, transformers)")
     p.add_argument(
-        "--tree", action="append", metavar="TREE", help="release, series or path:DIR (repeatable; default both)"
+        "--tree",
+        action="append",
+        metavar="TREE",
+        help="release, upstream, series or path:DIR (repeatable; default the first three)",
     )
     p.add_argument("--profile", choices=invariants.PROFILES, default="ci", help="examples and time per tree (ci)")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="the search's seed, or random (0)")
     p.add_argument("--replay", metavar="JSON", help="run this one configuration (as a violation printed it)")
     p.add_argument("--json", metavar="FILE", help="write the report here")
     p.add_argument("--python", metavar="PATH", help="use this interpreter (with torch) instead of the pinned venv")
-    p.add_argument("--mutants", action="store_true", help="score the checker on the mutants of the series")
+    p.add_argument("--mutants", action="store_true", help="score the checker on the mutants of its trees")
     p.add_argument("--mutant", action="append", metavar="NAME", help="with --mutants: only this one (repeatable)")
     p.add_argument("--min-score", type=_score, default=0.9, metavar="F", help="with --mutants: the least score (0.9)")
     p.add_argument("--jobs", type=_jobs, default=2, metavar="N", help="with --mutants: mutants at once (2)")
@@ -116,23 +122,32 @@ def _mutants(names: list[str] | None) -> list:
 def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
     if args.tree:
-        raise SeriesError("--mutants runs on the series: no --tree")
+        raise SeriesError("--mutants runs each mutant on its own tree (scripts/invariants/mutants.py): no --tree")
     replay = invariants.parse_replay(args.replay)
     chosen = _mutants(args.mutant)
+    for mutant in chosen:
+        if mutant.tree not in invariants.MUTANT_TREES:
+            raise SeriesError(
+                f"mutant {mutant.name}: tree {mutant.tree!r} is not one of {', '.join(invariants.MUTANT_TREES)}: "
+                "update scripts/invariants/mutants.py"
+            )
     target = ctx.manifest.default_target(args.target)
+    needed = [invariants.parse_tree(name) for name in invariants.MUTANT_TREES if any(m.tree == name for m in chosen)]
+    if any(t.label == invariants.UPSTREAM for t in needed):
+        invariants.upstream_index(target)  # a fork tier that does not come last: bad input, before any work
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
-    series = invariants.parse_tree("series")
-    paths, release = invariants.tree_paths(ctx, target, [series])
+    paths, release = invariants.tree_paths(ctx, target, needed)
+    counts = ", ".join(f"{sum(1 for m in chosen if m.tree == t.label)} of the {t.label} tree" for t in needed)
     ctx.out(
-        f"invariants: {len(chosen)} mutant(s) of the series, seed {args.seed}, {args.jobs} at once, each searched "
+        f"invariants: {len(chosen)} mutant(s) ({counts}), seed {args.seed}, {args.jobs} at once, each searched "
         "until its first violation (at most the ci profile's 150 examples)"
     )
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
 
         def one(mutant: Any) -> dict:
             folder = Path(tmp) / mutant.name
-            tree_paths = invariants.mutant_paths(paths["series"], mutant, folder)
-            tree = invariants.Tree(f"mutant:{mutant.name}", "series")
+            tree_paths = invariants.mutant_paths(paths[mutant.tree], mutant, folder)
+            tree = invariants.Tree(f"mutant:{mutant.name}", mutant.tree)
             result = invariants.run_worker(
                 python,
                 tree,
@@ -150,8 +165,8 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
             ctx.out(f"  {mutant.name}: {'caught by ' + row['by'] if row['caught'] else 'NOT CAUGHT'}")
             return row
 
-        for mutant in chosen:  # every mutant fits the series before any runs
-            invariants.mutant_paths(paths["series"], mutant, Path(tmp) / "check" / mutant.name)
+        for mutant in chosen:  # every mutant fits its tree before any runs
+            invariants.mutant_paths(paths[mutant.tree], mutant, Path(tmp) / "check" / mutant.name)
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             rows = list(pool.map(one, chosen))
     seconds = time.monotonic() - started
@@ -184,8 +199,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not (invariants.PACKAGE / "__main__.py").is_file():
         raise SeriesError(f"{invariants.PACKAGE} is missing")
     target = ctx.manifest.default_target(args.target)
+    what = invariants.describe_trees(ctx, target)
+    labels = {t.label for t in trees}
+    if not target.fork and {invariants.UPSTREAM, invariants.SERIES} <= labels:
+        ctx.out(f"invariants: upstream skipped: {what[invariants.UPSTREAM]} (run once, as series)")
+        trees = [t for t in trees if t.label != invariants.UPSTREAM]
+    elif invariants.UPSTREAM in labels:
+        invariants.upstream_index(target)  # a fork tier that does not come last: bad input, before any work
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     paths, release = invariants.tree_paths(ctx, target, trees)
+    for tree in trees:
+        what.setdefault(tree.label, f"a checkout: {tree.folder}/src" if tree.folder else tree.spec)
+        ctx.out(f"invariants: {tree.label} = {what[tree.label]}")
     loads = [load for load in [loadavg()] if load is not None]
     if replay is None:
         ctx.out(
@@ -210,6 +235,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 log_path=ctx.work / "logs" / "invariants" / f"{tree.label.replace('/', '_').replace(':', '_')}.log",
             )
         )
+        results[-1]["what"] = what[tree.label]
     loads += [load for load in [loadavg()] if load is not None]
     report = invariants.make_report(args.profile, args.seed, results, loads, time.monotonic() - started)
     ctx.out("")
