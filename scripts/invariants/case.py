@@ -61,6 +61,8 @@ class Run:
     # the progress bar (ProgressCallback) at each `on_step_end`: (global_step, bar position, bar total, max_steps)
     progress: list[tuple[int, int, int, int]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the Trainer's logger warned during the call
+    eval_metrics: list[list[str]] = field(default_factory=list)  # the keys of each evaluation's metrics
+    outside_grad_finite: bool = True  # the outside parameter's gradient at the end (`outside`)
 
 
 @dataclass
@@ -91,6 +93,9 @@ class Harness:
         self.index = models.sample_index(config)
         self.trainer: Any = None
         self.at_epoch_end = False
+        # a parameter the optimizer holds outside the model (`outside`, 0019): the loss adds it times 0, so its
+        # gradient is 0, and inf * 0 = NaN when the harness's fault reaches the loss
+        self.outside = torch.nn.Parameter(torch.zeros(1)) if config.get("outside") else None
 
     def progress_bar(self) -> Any:
         from transformers.trainer_callback import ProgressCallback
@@ -125,8 +130,9 @@ class Harness:
             def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.run.events.append(("optimizer", state.global_step))
 
-            def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
                 harness.run.events.append(("eval", state.global_step))
+                harness.run.eval_metrics.append(sorted(metrics or {}))
 
             def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.pre_optimizer_step(state)
@@ -217,6 +223,10 @@ class Harness:
                 harness.pending.append(batch)
                 harness.pending_samples.append(models.identify(harness.index, batch))
             out = original(model, inputs, *args, **kwargs)
+            if training and harness.outside is not None:
+                loss = out[0] if isinstance(out, tuple) else out
+                loss = loss + (harness.outside * 0).sum()
+                out = (loss, *out[1:]) if isinstance(out, tuple) else loss
             if training and harness.faulty(harness.attempt):
                 loss = out[0] if isinstance(out, tuple) else out
                 if harness.config["fp16"] and loss.requires_grad:
@@ -228,6 +238,21 @@ class Harness:
                     loss = loss + torch.tensor(float("nan"), device=loss.device)
                     out = (loss, *out[1:]) if isinstance(out, tuple) else loss
             return out
+
+        return wrapped
+
+    def create_optimizer(self, original: Any) -> Any:
+        """The Trainer's `create_optimizer`, with the outside parameter added to the optimizer as a group of its
+        own (as a loss module's parameters are)."""
+        harness = self
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            optimizer = original(*args, **kwargs)
+            if harness.outside is not None and not any(
+                p is harness.outside for g in optimizer.param_groups for p in g["params"]
+            ):
+                optimizer.add_param_group({"params": [harness.outside], "weight_decay": 0.0})
+            return optimizer
 
         return wrapped
 
@@ -339,6 +364,7 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
         trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=config.get("init_scale") or INIT_SCALE)
         trainer.accelerator.native_amp = True
     trainer.compute_loss = harness.compute_loss(trainer.compute_loss)
+    trainer.create_optimizer = harness.create_optimizer(trainer.create_optimizer)
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     warned = _WarningRecorder(run)
@@ -364,6 +390,8 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
         hf_logger.propagate = propagate
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    if harness.outside is not None:
+        run.outside_grad_finite = harness.outside.grad is None or bool(torch.isfinite(harness.outside.grad).all())
     if trainer.optimizer is not None:
         harness._close_last()
         run.optimizer_steps = _optimizer_steps(trainer.optimizer)

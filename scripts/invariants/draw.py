@@ -23,7 +23,7 @@ KEYS = (
     "model", "targets", "seq_len", "batch_size", "ga", "streamed", "optim", "fp16", "inject", "schedule",
     "warmup", "learning_rate", "max_steps", "epochs", "logging", "save_steps", "callback", "resume",
     "max_grad_norm", "count_skipped_steps", "save", "save_total_limit", "eval", "eval_steps", "input_tokens",
-    "inf_from", "wrap", "init_scale", "target_tokens", "progress",
+    "inf_from", "wrap", "init_scale", "target_tokens", "progress", "outside",
 )  # fmt: skip
 # keys a replayed configuration may leave out, with the value they then take (configurations recorded before them)
 OPTIONAL = {
@@ -38,6 +38,7 @@ OPTIONAL = {
     "init_scale": 16.0,
     "target_tokens": False,
     "progress": False,
+    "outside": False,
 }
 # What a tree's Trainer may lack (the release, the upstream tier): the choices that need it are drawn there as their
 # plain value, so that each tree is searched on what it claims
@@ -111,6 +112,8 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[s
     input_tokens = draw(st.booleans())
     target_tokens = draw(st.booleans()) and "include_num_target_tokens_trained" in features
     progress = draw(st.booleans())  # the progress bar on (`disable_tqdm=False`)
+    # a parameter the optimizer holds outside the model (0019), in the loss times 0: a fault makes its gradient NaN
+    outside = draw(st.booleans())
     # fp16: an inf in every attempt from this one on (the loss scale falls to 0 after 154 skips)
     inf_from = draw(st.sampled_from([None, None, None, None, None, None, 0, 2]))
     # a transformers head trained compiled, or through a wrapper that delegates to it (models.WRAPPED)
@@ -152,6 +155,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[s
         "input_tokens": input_tokens,
         "target_tokens": target_tokens,
         "progress": progress,
+        "outside": outside,
         "init_scale": 16.0,
         "inf_from": inf_from if fp16 else None,
         "wrap": wrap,

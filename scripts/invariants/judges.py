@@ -227,7 +227,8 @@ def updates_counted(obs: Observation) -> list[str] | None:
     """An attempt is skipped exactly when the contract says (the harness's inf reached its gradient, or the gradient
     scaler's scale had fallen to 0), and `global_step` equals the optimizer steps taken (by default, as released)
     or, with `count_skipped_steps=False`, the applied updates (the optimizer's own step count), also after a resume.
-    Series claims: 0010, 0022 (seed 000)."""
+    A NaN the fault left on a parameter the optimizer holds outside the model skips no later step. Series claims:
+    0010, 0019, 0022 (seed 000)."""
     found = []
     checked = False
     for where, run in _runs(obs):
@@ -844,6 +845,22 @@ def all_skipped_warning(obs: Observation) -> list[str] | None:
     return found if checked else None
 
 
+def eval_metrics(obs: Observation) -> list[str] | None:
+    """The metrics of an evaluation during training hold the evaluation's own keys (`eval_...`, and `epoch`), no
+    training counter (`num_input_tokens_seen`, ...): `evaluate()` returns them, and a hyperparameter search's default
+    objective sums every key it gets. Series claim: 0020."""
+    found: list[str] = []
+    checked = False
+    for where, run in _runs(obs):
+        for keys in run.eval_metrics:
+            checked = True
+            foreign = [k for k in keys if not k.startswith("eval_") and k != "epoch"]
+            if foreign:
+                found.append(f"{where}: an evaluation's metrics hold {foreign}")
+                break
+    return found if checked else None
+
+
 LOADER: Callable[[str], str | None] | None = None  # set by the worker: the release's TrainerState.load_from_json
 
 
@@ -897,6 +914,7 @@ INVARIANTS: dict[str, Judge] = {
     "logged-grad-norm": logged_grad_norm,
     "progress-bar": progress_bar,
     "all-skipped-warning": all_skipped_warning,
+    "eval-metrics": eval_metrics,
     "train-metrics": train_metrics,
     "release-loads": release_loads,
     "completes": completes,
@@ -930,6 +948,8 @@ DISCRIMINATES: dict[str, Callable[[Observation], bool]] = {
     "target-tokens": lambda obs: _some_skip_due(obs) or obs.config["resume"] is not None,
     "progress-bar": lambda obs: not _counts_skipped(obs) and _some_skip_due(obs),
     "all-skipped-warning": _some_skip_due,
+    # a counter is logged into the evaluation's dict only when one is on
+    "eval-metrics": lambda obs: bool(obs.config.get("input_tokens") or obs.config.get("target_tokens")),
 }
 
 
@@ -941,15 +961,19 @@ def facts(obs: Observation) -> dict[str, Any]:
     """What the case did that a declaration may be keyed on (`declared`, "happened"), observed, not configured:
     - epoch_stopped: the user callback ended some epoch early (set `should_epoch_stop`);
     - epoch_stopped_before_resume: it did so in the run a resume started from, before its checkpoint;
+    - epoch_stopped_at_resume: it did so at a resumed run's first `on_epoch_begin` (the epoch the resume continues,
+      a begin the uninterrupted run did not have there);
     - resumed_from_epoch_end: a resume started from a checkpoint saved at the end of an epoch."""
     stops = [(run, act) for _, run in _runs(obs) for act in run.callback_acts if act[0] == "epoch_stop"]
     before = False
     for run, since in ((obs.first, obs.resumed_from), (obs.resumed, obs.again_from)):
         if run is not None and since is not None:
             before = before or any(act[2] <= since["attempts"] for r, act in stops if r is run)
+    at_resume = any(r is not obs.first and act[2] == r.first_attempt for r, act in stops)
     return {
         "epoch_stopped": bool(stops),
         "epoch_stopped_before_resume": before,
+        "epoch_stopped_at_resume": at_resume,
         "resumed_from_epoch_end": any(
             since is not None and since.get("epoch_end") for since in (obs.resumed_from, obs.again_from)
         ),

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the mutants quote source lines as they are)
 """The checker's own mutation check: plausible bugs, one per claim a patch makes, each a small edit of the series'
 source (a text that must occur exactly once, and what replaces it). `series.py invariants --mutants` applies each
 to a copy of its tree (`tree`: the series, or the upstream tier alone), searches it (the ci profile's 150 examples
@@ -21,6 +22,8 @@ class Mutant:
 
 
 TRAINER = "trainer.py"
+CALLBACK = "trainer_callback.py"
+LAYERS = "modeling_layers.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -164,5 +167,254 @@ MUTANTS: list[Mutant] = [
         TRAINER,
         "                self._track_num_input_tokens(inputs)\n",
         "                if do_sync_step:\n                    self._track_num_input_tokens(inputs)\n",
+    ),
+    # ---- issue 47: written from the patches, their messages and the Trainer source only, without reading the
+    # checker (its draws, judges or these mutants' neighbours), so that the score does not come from mutants shaped
+    # after it
+    # ---- 0024 (fork): num_target_tokens_trained -------------------------------------------------------------------
+    Mutant(
+        "target-tokens-counted-on-skipped-step",
+        "0024: include_num_target_tokens_trained counts the targets of the applied updates only, not of a window whose "
+        "optimizer step the gradient scaler skipped",
+        TRAINER,
+        "                            self.lr_scheduler.step()\n"
+        "                        self._track_num_target_tokens(batch_samples)\n",
+        "                            self.lr_scheduler.step()\n"
+        "                    self._track_num_target_tokens(batch_samples)\n",
+        tree="series",
+    ),
+    Mutant(
+        "target-tokens-not-flushed-before-save",
+        "0024: a checkpoint's state holds the targets of every update it holds (also those after the last log), so a "
+        "resumed run's num_target_tokens_trained goes on exactly",
+        TRAINER,
+        "            # The checkpoint's state holds the targets of every update it holds, also those after the last log\n"
+        "            self._store_num_target_tokens_trained()\n"
+        "            self._save_checkpoint(model, trial)\n",
+        "            self._save_checkpoint(model, trial)\n",
+        tree="series",
+    ),
+    # ---- 0018: loss_scale ------------------------------------------------------------------------------------------
+    Mutant(
+        "loss-scale-logs-initial-scale",
+        "0018: each training log of an fp16 run carries loss_scale, the gradient scaler's scale when the log is "
+        "written (halved after each skipped step)",
+        TRAINER,
+        'logs["loss_scale"] = self.accelerator.scaler.get_scale()',
+        'logs["loss_scale"] = self.accelerator.scaler._init_scale',
+        tree="series",
+    ),
+    # ---- 0010: skipped optimizer steps -----------------------------------------------------------------------------
+    Mutant(
+        "fused-skip-hook-on-wrapper",
+        "0010: a skipped step of an AMP-aware (fused) optimizer is detected on the Trainer side (step post-hook on the "
+        "inner optimizer), counted in skipped_optimizer_steps, and the LR schedule does not advance on it",
+        TRAINER,
+        'getattr(inner_optimizer, "_step_supports_amp_scaling", False)',
+        'getattr(self.optimizer, "_step_supports_amp_scaling", False)',
+        tree="upstream",
+    ),
+    Mutant(
+        "skipped-steps-logged-cumulative",
+        "0010: a log reports skipped_optimizer_steps as the steps skipped since the previous log",
+        TRAINER,
+        '                logs["skipped_optimizer_steps"] = (\n'
+        "                    self.state.skipped_optimizer_steps - self._skipped_optimizer_steps_last_logged\n"
+        "                )\n",
+        '                logs["skipped_optimizer_steps"] = self.state.skipped_optimizer_steps\n',
+        tree="series",
+    ),
+    # ---- 0017: filtered windows ------------------------------------------------------------------------------------
+    Mutant(
+        "train-loss-forgets-logged-filtered-windows",
+        "0017: train_loss is the mean over the windows logging_nan_inf_filter kept (the windows filtered in every "
+        "logging interval are left out of the divisor)",
+        TRAINER,
+        "            self._total_filtered_windows += num_filtered\n",
+        "",
+        tree="series",
+    ),
+    # ---- 0011: heads with an inline loss ---------------------------------------------------------------------------
+    Mutant(
+        "generic-seqcls-takes-the-count",
+        "0011: GenericForSequenceClassification (Llama/Mistral/... sequence classifiers) declares "
+        "accepts_loss_kwargs=False, so the Trainer averages its micro-batch losses over the window",
+        LAYERS,
+        "    # The loss is the mean over the batch, whatever `num_items_in_batch` is: the Trainer averages over the window\n"
+        "    accepts_loss_kwargs = False\n",
+        "",
+        tree="series",
+    ),
+    # ---- 0016: token-weighted mean ---------------------------------------------------------------------------------
+    Mutant(
+        "token-weight-keeps-nan-of-empty-batch",
+        "0016: under the token-weighted mean a micro-batch without targets (its mean is 0/0) adds 0 to the window's "
+        "loss and gradient",
+        TRAINER,
+        "loss = torch.where(num_targets > 0, loss, 0) * (",
+        "loss = loss * (",
+        tree="series",
+    ),
+    # ---- 0022 (fork): count_skipped_steps=False --------------------------------------------------------------------
+    Mutant(
+        "scale-collapse-raised-too-early",
+        "0022: with count_skipped_steps=False a max_steps run raises once the gradient scaler's scale fell to 0 "
+        "(not before: a small but positive scale can still apply updates)",
+        TRAINER,
+        "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() == 0:",
+        "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() < 1:",
+        tree="series",
+    ),
+    Mutant(
+        "all-skipped-epoch-run-only-info",
+        "0022: with count_skipped_steps=False an epoch-based run whose every optimizer step was skipped warns",
+        TRAINER,
+        '            logger.warning(\n                f"The gradient scaler skipped all {num_skipped} optimizer steps',
+        '            logger.info(\n                f"The gradient scaler skipped all {num_skipped} optimizer steps',
+        tree="series",
+    ),
+    Mutant(
+        "step-begins-again-after-skip",
+        "0022: with count_skipped_steps=False a skipped step goes on with the next window without another "
+        "on_step_begin, so a save (control.should_save) a callback asked for during it happens at the next update",
+        TRAINER,
+        "                    # A step whose optimizer step was skipped goes on with this window: it does not begin again\n"
+        "                    if not self._consecutive_skipped_optimizer_steps:\n"
+        "                        self.control = self.callback_handler.on_step_begin(self.args, self.state, self.control)\n",
+        "                    self.control = self.callback_handler.on_step_begin(self.args, self.state, self.control)\n",
+        tree="series",
+    ),
+    Mutant(
+        "progress-bar-counts-attempts",
+        "0022: the progress bar (ProgressCallback) advances by global_step as count_skipped_steps counts it",
+        CALLBACK,
+        "            self.training_bar.update(state.global_step - self.current_step)\n"
+        "            self.current_step = state.global_step\n",
+        "            steps_taken = state.global_step + (0 if args.count_skipped_steps else state.skipped_optimizer_steps)\n"
+        "            self.training_bar.update(steps_taken - self.current_step)\n"
+        "            self.current_step = steps_taken\n",
+        tree="series",
+    ),
+    # ---- 0008: resume at max_steps, train_loss NaN -----------------------------------------------------------------
+    Mutant(
+        "train-loss-counts-steps-before-resume",
+        "0008: train_loss is NaN when this train() call trained nothing (resumed at max_steps), and otherwise the mean "
+        "over the windows of this call",
+        TRAINER,
+        "        self._initial_global_step = self.state.global_step\n",
+        "        self._initial_global_step = 0\n",
+        tree="series",
+    ),
+    # ---- 0007 / 0009: streams --------------------------------------------------------------------------------------
+    Mutant(
+        "stream-position-one-batch-short",
+        "0007: a run resumed in a later pass over a stream goes on at the exact next batch it saved",
+        TRAINER,
+        "self._record_train_dataloader_position(epoch, step + 1, steps_in_epoch, num_update_steps_per_epoch)",
+        "self._record_train_dataloader_position(epoch, step, steps_in_epoch, num_update_steps_per_epoch)",
+        tree="series",
+    ),
+    Mutant(
+        "stream-epoch-against-first-pass",
+        "0009: a stream's epoch counts against the length of its last pass (each later pass against the one before "
+        "it), not its first",
+        TRAINER,
+        "                if not has_length(train_dataloader):\n"
+        "                    self.state.train_dataloader_batches_per_pass = step + 1\n",
+        "                if not has_length(train_dataloader) and self.state.train_dataloader_batches_per_pass is None:\n"
+        "                    self.state.train_dataloader_batches_per_pass = step + 1\n",
+        tree="series",
+    ),
+    # ---- 0019: parameters outside the model ------------------------------------------------------------------------
+    Mutant(
+        "outside-grads-kept-after-skip",
+        "0019: the gradients of optimizer parameters outside the model are reset after every optimizer step, also "
+        "one the gradient scaler skipped (an inf gradient left there skips every later step)",
+        TRAINER,
+        "                        self._track_num_target_tokens(batch_samples)\n"
+        "\n"
+        "                    for param in self._params_outside_model:\n"
+        "                        param.grad = None\n",
+        "                        self._track_num_target_tokens(batch_samples)\n"
+        "                        for param in self._params_outside_model:\n"
+        "                            param.grad = None\n",
+        tree="series",
+    ),
+    # ---- 0020: counters out of evaluate()'s metrics ----------------------------------------------------------------
+    Mutant(
+        "counters-copied-too-late",
+        "0020: with include_num_input_tokens_seen, log() adds the training counters to a copy, so evaluate()'s metrics "
+        "hold no num_input_tokens_seen",
+        TRAINER,
+        "            logs = dict(logs)\n"
+        '            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen\n',
+        '            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen\n'
+        "            logs = dict(logs)\n",
+        tree="series",
+    ),
+    # ---- gradient clipping with fp16 skips -------------------------------------------------------------------------
+    Mutant(
+        "skip-read-before-optimizer-step",
+        "0010: with clipping (unscale_ then clip) the skip detection reads the scaler's verdict of the step just "
+        "taken, after optimizer.step(): the skip count, LR schedule and applied-update counters follow the right step",
+        TRAINER,
+        "                    self.optimizer.step()\n"
+        "                    optimizer_step_was_skipped = self._optimizer_step_was_skipped()\n",
+        "                    optimizer_step_was_skipped = self._optimizer_step_was_skipped()\n"
+        "                    self.optimizer.step()\n",
+        tree="series",
+    ),
+    Mutant(
+        "clip-after-optimizer-step",
+        "0010: the gradients are clipped (max_grad_norm > 0) before the optimizer step and its skip detection, so an "
+        "applied update uses the clipped gradient and a skipped one is detected on the step just taken",
+        TRAINER,
+        "                    grad_norm = None\n"
+        "                    if self.args.max_grad_norm > 0:\n"
+        "                        grad_norm = self._clip_grad_norm(model)\n"
+        "                    grad_norm = self._get_grad_norm(model, grad_norm=grad_norm)\n"
+        "\n"
+        "                    self.control = self.callback_handler.on_pre_optimizer_step(self.args, self.state, self.control)\n"
+        "                    self.optimizer.step()\n"
+        "                    optimizer_step_was_skipped = self._optimizer_step_was_skipped()\n",
+        "                    self.control = self.callback_handler.on_pre_optimizer_step(self.args, self.state, self.control)\n"
+        "                    self.optimizer.step()\n"
+        "                    optimizer_step_was_skipped = self._optimizer_step_was_skipped()\n"
+        "                    grad_norm = None\n"
+        "                    if self.args.max_grad_norm > 0:\n"
+        "                        grad_norm = self._clip_grad_norm(model)\n"
+        "                    grad_norm = self._get_grad_norm(model, grad_norm=grad_norm)\n",
+        tree="series",
+    ),
+    # ---- 0001: unknown keys of trainer_state.json ------------------------------------------------------------------
+    Mutant(
+        "state-load-drops-optional-fields",
+        "0001: loading trainer_state.json drops the keys that are not TrainerState fields and keeps every known one",
+        CALLBACK,
+        "known = {field.name for field in dataclasses.fields(cls)}",
+        "known = {field.name for field in dataclasses.fields(cls) if field.default is not None}",
+        tree="series",
+    ),
+    # ---- written with the draws and judges of issue 47 (the claims they added) --------------------------------------
+    Mutant(
+        "clip-threshold-off-by-one",
+        "the Trainer clips the window's gradient to max_grad_norm before the optimizer step (any bound above 0)",
+        TRAINER,
+        "                    if self.args.max_grad_norm > 0:\n                        grad_norm = self._clip_grad_norm(model)",
+        "                    if self.args.max_grad_norm > 1:\n                        grad_norm = self._clip_grad_norm(model)",
+    ),
+    Mutant(
+        "warns-on-any-skip",
+        "0022: with count_skipped_steps=False only a train() call that applied no update warns that every step was skipped",
+        TRAINER,
+        "if not self.args.count_skipped_steps and not num_steps_trained and num_skipped:",
+        "if not self.args.count_skipped_steps and num_skipped:",
+    ),
+    Mutant(
+        "progress-total-stale",
+        "0022: with count_skipped_steps=False the progress bar's total follows max_steps, which an epoch run lowers per skip",
+        CALLBACK,
+        "            self.training_bar.total = state.max_steps\n            self.training_bar.update(",
+        "            self.training_bar.update(",
     ),
 ]

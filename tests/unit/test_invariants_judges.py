@@ -184,8 +184,12 @@ def test_the_facts_say_whether_the_callback_stopped_an_epoch_before_the_checkpoi
     assert judges.facts(obs) == {
         "epoch_stopped": True,
         "epoch_stopped_before_resume": False,
+        "epoch_stopped_at_resume": False,
         "resumed_from_epoch_end": False,
     }
+    obs.resumed.first_attempt = 2
+    obs.resumed.callback_acts.append(("epoch_stop", 2, 2))  # at the resumed run's first epoch begin
+    assert judges.facts(obs)["epoch_stopped_at_resume"] and not judges.facts(obs)["epoch_stopped_before_resume"]
     first.callback_acts.append(("epoch_stop", 1, 1))
     obs.resumed_from["epoch_end"] = True
     facts = judges.facts(obs)
