@@ -219,3 +219,95 @@ def test_a_clone_on_one_of_its_pr_branches_or_a_blocking_branch_is_refused_up_fr
     line = one_error_line(fake.run("branches", "--repo", str(repo)))
     assert line.startswith("series: error: branch trainer-series in ") and "git branch -m trainer-series" in line
     assert repo_state(repo) == before
+
+
+# A patch whose test has a local helper that the manifest declares replaced by the clone's shared test helper.
+DOUBLE = (
+    "core: add double()",
+    {
+        "src/fakepkg/core.py": (
+            '"""Arithmetic with a bug."""\n',
+            '"""Arithmetic with a bug."""\n\n\ndef double(a):\n    return 2 * a\n',
+        ),
+        "tests/regress/test_double.py": (
+            "from fakepkg.core import double\n\n\ndef three():\n    return 3\n\n\n"
+            "def test_double():\n    assert double(three()) == 6\n"
+        ),
+    },
+)
+HOME = (
+    "from fakepkg.core import mul\n\nfrom .helpers import number_two\n\n\n"
+    "def test_mul():\n    assert mul(number_two(), 3) == 6\n"
+)
+HOMES = """
+[targets.fake.test_homes]
+"tests/regress/test_add.py" = "tests/test_core.py"
+"tests/regress/test_truncate.py" = "tests/test_core.py"
+"tests/regress/test_double.py" = "tests/test_core.py"
+"tests/regress/test_version.py" = "tests/test_version.py"
+
+[targets.fake.shared_helpers]
+module = "tests/helpers.py"
+"tests/regress/test_double.py" = { three = "number_three" }
+"""
+
+
+@pytest.mark.quick
+def test_a_clone_with_upstream_s_tests_gets_them_moved_home_in_every_commit(fake):
+    names = fake.build_series(GOOD, TRUNCATE, DOUBLE, VERSION)
+    with open(fake.manifest, "a", encoding="utf-8") as fh:
+        fh.write(f'\n[targets.fake.depends]\n"{names[1]}" = ["{names[0]}"]\n{HOMES}')
+    plain = fake.upstream_repo(fake.root / "plain")  # no home file in its tests/: today's branches
+    proc = fake.ok("branches", "--repo", str(plain))
+    assert "tests/regress/test_add.py" in git(
+        plain, "ls-tree", "-r", "--name-only", "trainer-series/core-make-add-add"
+    )
+    assert (
+        "holds none of upstream's test files that [targets.fake.test_homes] names: the branches add the new test"
+        in (proc.stdout)
+    )
+
+    repo = fake.upstream_repo(fake.root / "fork")
+    (repo / "tests" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / "tests" / "helpers.py").write_text(
+        "def number_two():\n    return 2\n\n\ndef number_three():\n    return 3\n", encoding="utf-8"
+    )
+    (repo / "tests" / "test_core.py").write_text(HOME, encoding="utf-8")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "upstream's tests")
+    proc = fake.ok("branches", "--repo", str(repo))
+    out = proc.stdout
+    assert "holds none of upstream's test files" not in out
+    add, truncate, double = (
+        "trainer-series/core-make-add-add",
+        "trainer-series/core-truncate-add",
+        "trainer-series/core-add-double",
+    )
+    assert _branches(repo) == {add: 1, truncate: 2, double: 1, "trainer-series/fakepkg-add-version": 1}
+    # Before: each branch added tests/regress/test_*.py. Now its commit moves them into upstream's file.
+    for branch in (add, truncate, double):
+        files = git(repo, "ls-tree", "-r", "--name-only", branch).splitlines()
+        assert not [f for f in files if f.startswith("tests/regress/")], (branch, files)
+    assert git(repo, "show", f"{add}:tests/test_core.py") == (
+        "from fakepkg.core import add, mul\n\nfrom .helpers import number_two\n\n\ndef test_mul():\n"
+        "    assert mul(number_two(), 3) == 6\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+        "def test_add_zero():\n    assert add(0, 0) == 0"
+    )
+    # the dependent branch: the dependency's commit is the same as on its own branch, then its own move on top
+    assert git(repo, "rev-parse", f"{truncate}~1") == git(repo, "rev-parse", add)
+    assert git(repo, "diff", "--stat", f"{add}", truncate).count("|") == 2  # the source and tests/test_core.py
+    assert "def test_truncate():" in git(repo, "show", f"{truncate}:tests/test_core.py")
+    assert git(repo, "log", "--format=%s|%an", f"main..{truncate}").splitlines() == [
+        "core: truncate add()|Clone User",
+        "core: make add() add|Clone User",
+    ]
+    # the declared shared helper: the local `three` is gone, upstream's `number_three` is imported the home's way
+    moved = git(repo, "show", f"{double}:tests/test_core.py")
+    assert "from .helpers import number_three, number_two\n" in moved
+    assert "def three" not in moved and "assert double(number_three()) == 6" in moved
+    # a home upstream does not have is a new file
+    assert git(repo, "show", "trainer-series/fakepkg-add-version:tests/test_version.py").startswith("import fakepkg")
+    assert f"{add}: its tests moved into tests/test_core.py (as `homes` writes them)" in out
+    assert "trainer-series/fakepkg-add-version: its tests moved into tests/test_version.py" in out
+    again = fake.ok("branches", "--repo", str(repo))  # the same commits again
+    assert again.stdout.splitlines()[0].endswith(": 0 made, 0 moved, 4 unchanged")

@@ -31,6 +31,7 @@ TARGET_KEYS = {
     "downstream": False,
     "issues": False,
     "test_homes": False,
+    "shared_helpers": False,
     "saved_state": False,
     "releases": False,
     "companions": False,
@@ -87,6 +88,10 @@ class Target:
     # a new test file (`tests/x.py`) or one of its classes (`tests/x.py::Class`) -> the upstream test file it
     # belongs in ([targets.<name>.test_homes])
     test_homes: dict[str, str] = field(default_factory=dict)
+    # upstream's module of shared test helpers (`tests/trainer/trainer_test_utils.py`) and, per new test file, its
+    # local helpers that one of them replaces when `homes` moves it ([targets.<name>.shared_helpers]): local -> shared
+    shared_helpers_module: str = ""
+    shared_helpers: dict[str, dict[str, str]] = field(default_factory=dict)
     # the class a checkpoint saves, for `pr` ([targets.<name>.saved_state]): file, class and the release's facts
     saved_state: dict[str, str] = field(default_factory=dict)
     # patch -> the differences it intends in `downstream` scenarios ([targets.<name>.downstream]): a list of
@@ -217,6 +222,7 @@ def load(path: str | Path) -> Manifest:
             downstream=_downstream(path, name, table.get("downstream", {}), patches),
             issues=issues,
             test_homes=_test_homes(path, name, table.get("test_homes", {}), tests),
+            **_shared_helpers(path, name, table.get("shared_helpers", {}), tests),
             saved_state=_saved_state(path, name, table.get("saved_state", {})),
             releases=_releases(path, name, table.get("releases", {}), str(table["version"])),
             companions=_companions(path, name, table.get("companions", {}), list(verify_with)),
@@ -497,6 +503,34 @@ def _test_homes(path: Path, name: str, table: object, tests: str) -> dict[str, s
         if not _relative_py(home):
             raise SeriesError(f"{where}: {key!r} must map to a relative .py file, not {home!r}")
     return dict(table)
+
+
+def _shared_helpers(path: Path, name: str, table: object, tests: str) -> dict[str, Any]:
+    """Validate `[targets.<name>.shared_helpers]`: `module` (upstream's shared test helpers, a relative .py file) and
+    each new test file below `tests` -> { its local helper -> the helper of `module` that replaces it }."""
+    where = f"manifest {path}: [targets.{name}.shared_helpers]"
+    if not isinstance(table, dict):
+        raise SeriesError(
+            f'{where} must be a table: module = "tests/helpers.py", "tests/new.py" = {{ Local = "Shared" }}'
+        )
+    module = table.get("module", "")
+    if module and not _relative_py(module):
+        raise SeriesError(f"{where}: module must be a relative .py file, not {module!r}")
+    helpers: dict[str, dict[str, str]] = {}
+    for key, names in table.items():
+        if key == "module":
+            continue
+        if not _relative_py(key) or not key.startswith(tests):
+            raise SeriesError(f"{where}: {key!r} must be a test file below {tests}")
+        if not isinstance(names, dict) or not names:
+            raise SeriesError(f'{where}: {key!r} must map to a table {{ LocalHelper = "SharedHelper" }}')
+        for local, shared in names.items():
+            if not local.isidentifier() or not isinstance(shared, str) or not shared.isidentifier():
+                raise SeriesError(f"{where}: {key!r}: {local!r} = {shared!r} must name two Python identifiers")
+        helpers[key] = dict(names)
+    if helpers and not module:
+        raise SeriesError(f"{where} lacks module (the upstream file holding the shared helpers)")
+    return {"shared_helpers_module": module, "shared_helpers": helpers}
 
 
 def _saved_state(path: Path, name: str, table: object) -> dict[str, str]:

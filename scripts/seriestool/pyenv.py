@@ -62,6 +62,13 @@ def _pip_error(log_path: Path) -> str:
     return errors[0] if errors else (lines[-1] if lines else "no output")
 
 
+def built_venv(work: str | Path, requirements: str | Path) -> Path | None:
+    """The interpreter of `<work>/venv-<key>` when it is built whole, else None (nothing is built)."""
+    venv_dir = Path(work) / f"venv-{venv_key(requirements)}"
+    python = venv_python(venv_dir)
+    return python if (venv_dir / MARKER).is_file() and python.exists() else None
+
+
 def ensure_venv(work: str | Path, requirements: str | Path, *, log: Callable[[str], None] = print) -> Path:
     """Return the interpreter of `<work>/venv-<key>`, building it first when needed.
 

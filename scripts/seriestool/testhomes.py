@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ class Moved:
     """What `move` did to one home file."""
 
     home: str
+    source: str = ""  # the new test file moved
     classes: list[str] = field(default_factory=list)  # the test classes (and test functions) appended
     helpers: list[str] = field(default_factory=list)  # the module-level helpers appended
     kept: list[str] = field(default_factory=list)  # helpers the home file already defines the same way
@@ -56,6 +57,8 @@ class Moved:
     first_line: int = 1  # the first line of what it appended (1-based)
     imports: list[str] = field(default_factory=list)  # the import lines added
     new_file: bool = False
+    shared: dict[str, str] = field(default_factory=dict)  # local helpers dropped -> the shared helpers used instead
+    dropped: list[str] = field(default_factory=list)  # helpers and imported names only the replaced helpers used
 
 
 def _parse(text: str, where: str) -> ast.Module:
@@ -164,9 +167,11 @@ def _is_main(node: ast.stmt) -> bool:
     return isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
 
 
-def _same_from(home: ast.Module, lines: list[str], node: ast.Import | ast.ImportFrom) -> ast.ImportFrom | None:
-    """The home file's top-level `from M import ...` of the same module as `node`, when it holds no comment (it is
-    rewritten with the new names)."""
+def _same_from(
+    home: ast.Module | ast.If, lines: list[str], node: ast.Import | ast.ImportFrom
+) -> ast.ImportFrom | None:
+    """The home file's top-level `from M import ...` (or its guarded block's, `home` that block) of the same module as
+    `node`, when it holds no comment (it is rewritten with the new names)."""
     if not isinstance(node, ast.ImportFrom):
         return None
     for other in home.body:
@@ -355,6 +360,123 @@ def _missing_aliases(node: ast.Import | ast.ImportFrom, have: set[str]) -> list[
     return [a for a in node.names if (a.asname or a.name) not in have]
 
 
+def relative_module(home: str, module: str) -> str:
+    """How `home` imports the module file `module` (both paths from the repository root), as upstream's topic files
+    import their shared helpers: relatively (`tests/trainer/test_x.py`, `tests/trainer/trainer_test_utils.py` ->
+    `.trainer_test_utils`; from `tests/trainer/distributed/` -> `..trainer_test_utils`)."""
+    folder, parts = Path(home).parent.parts, Path(module).with_suffix("").parts
+    common = 0
+    while common < min(len(folder), len(parts) - 1) and folder[common] == parts[common]:
+        common += 1
+    return "." * (len(folder) - common + 1) + ".".join(parts[common:])
+
+
+def _imports_from(tree: ast.Module, module: str) -> ast.stmt | None:
+    """The home's statement that imports from `module` (a relative module name): a top-level `from` import, or the
+    guarded block (`if is_torch_available():`) that holds one. None when it has none."""
+    for node in tree.body:
+        inner = node.body if isinstance(node, ast.If) and not node.orelse else [node]
+        for child in inner:
+            if isinstance(child, ast.ImportFrom) and "." * child.level + (child.module or "") == module:
+                return node
+    return None
+
+
+def _without(text: str, source: str, names: set[str]) -> tuple[str, set[str]]:
+    """`text` without the module-level definitions (in guarded blocks too) and the imported names of `names` (a
+    guarded block left empty goes whole); returns it and the names the removed definitions use."""
+    tree = _parse(text, source)
+    lines = text.splitlines(keepends=True)
+    edits: list[tuple[int, int, str]] = []  # (first line, last line, new text), 1-based
+    uses: set[str] = set()
+
+    def removed(node: ast.stmt) -> bool:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            keep = [a for a in node.names if _alias_name(node, a) not in names]
+            if keep and len(keep) < len(node.names):
+                edits.append(
+                    (node.lineno, node.end_lineno or node.lineno, _render_import(node, keep, " " * node.col_offset))
+                )
+            return not keep
+        bound = _bound(node, imports=False)
+        if bound and all(name in names for name in bound) and not isinstance(node, (ast.If, ast.Try, ast.With)):
+            uses.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+            return True
+        return False
+
+    def span(node: ast.stmt) -> tuple[int, int, str]:
+        last = node.end_lineno or node.lineno
+        while last < len(lines) and not lines[last].strip():
+            last += 1  # the blank lines after it
+        return _with_comments(lines, _start(node)), last, ""
+
+    for node in tree.body:
+        if isinstance(node, ast.If) and not node.orelse:
+            gone = [child for child in node.body if removed(child)]
+            edits += [span(node)] if len(gone) == len(node.body) else [span(child) for child in gone]
+        elif removed(node):
+            edits.append(span(node))
+    for first, last, new in sorted(edits, reverse=True):
+        lines[first - 1 : last] = [new]
+    return "".join(lines), uses
+
+
+def replace_shared(
+    new_text: str, replacements: dict[str, str], *, source: str, home: str, home_text: str | None, module: str
+) -> tuple[str, list[str]]:
+    """`new_text` with each local helper of `replacements` (local name -> shared name) replaced by the shared helper of
+    upstream's module file `module`: the local definition dropped, with the helpers and imported names only it used
+    (a guarded block left empty goes whole), every use renamed, and the shared name imported from `module` the way
+    `home` imports from it (into its statement or its guarded block; a top-level `from .module import` when it has
+    none). Returns the text and the leftovers dropped. A local name the file does not define, or a shared name the
+    file or the home binds to something else, is a SeriesError."""
+    if not replacements:
+        return new_text, []
+    tree = _parse(new_text, source)
+    defined = _defined(tree)
+    relative = relative_module(home, module)
+    home_tree = _parse(home_text or "", home)
+    home_names = _defined(home_tree)
+    for local, shared in replacements.items():
+        if not any(_definition(node, local) is not None for node in tree.body):
+            raise SeriesError(f"{source} defines no {local} (declared replaced by {shared} of {module})")
+        if shared != local and shared in defined:
+            raise SeriesError(f"{source} binds {shared} itself: it cannot use {module}'s {shared} for {local}")
+        if shared in home_names and _origins(home_names[shared]).get(shared) != f"{relative}.{shared}":
+            raise SeriesError(f"{home} binds {shared} to something else than {module}'s: {local} cannot become it")
+    text, names, uses, leftovers = new_text, set(replacements), set(), []
+    tests = set(test_classes(tree))
+    while names:
+        text, used_by_them = _without(text, source, names)
+        uses |= used_by_them
+        tree = _parse(text, source)
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        bound = {name for node in tree.body for name in _bound(node)}
+        names = {name for name in uses - used - tests if name in bound}
+        leftovers += sorted(names)
+    text = _rename(text, {local: shared for local, shared in replacements.items() if local != shared})
+    # the import, the way the home imports from the module
+    imported = ", ".join(sorted(set(replacements.values())))
+    holder = _imports_from(home_tree, relative)
+    if isinstance(holder, ast.If):
+        statement = f"if {ast.unparse(holder.test)}:\n    from {relative} import {imported}\n"
+    else:
+        statement = f"from {relative} import {imported}\n"
+    tree = _parse(text, source)
+    lines = text.splitlines(keepends=True)
+    imports = [n for n in tree.body if _is_import(n) or _import_block(n)]
+    if imports:
+        at = imports[-1].end_lineno or imports[-1].lineno
+        statement = "\n" + statement
+    elif _docstring(tree):
+        at = tree.body[0].end_lineno or 0
+        statement = "\n" + statement
+    else:
+        at = 0
+    lines[at:at] = [statement]
+    return "".join(lines), leftovers
+
+
 def move(
     home_text: str | None,
     new_text: str,
@@ -363,12 +485,20 @@ def move(
     source: str,
     classes: Iterable[str] | None = None,
     first_party: Sequence[str] = ("transformers",),
+    shared: dict[str, str] | None = None,
+    shared_module: str = "",
 ) -> tuple[str, Moved]:
     """`home_text` (None: a new file) with the test classes of `new_text` (all, or `classes`) appended, with the
     module-level helpers and imports they need that the home file lacks (a new import statement in ruff's isort
-    order, `first_party` the target's package). `home` and `source` name the files in messages. A test class the
-    home file already defines is an error: moving it would replace upstream's."""
-    moved = Moved(home=home, new_file=home_text is None)
+    order, `first_party` the target's package). `shared` (local helper -> helper of upstream's `shared_module`) are
+    replaced first (`replace_shared`). `home` and `source` name the files in messages. A test class the home file
+    already defines is an error: moving it would replace upstream's."""
+    moved = Moved(home=home, source=source, new_file=home_text is None)
+    if shared:
+        new_text, moved.dropped = replace_shared(
+            new_text, shared, source=source, home=home, home_text=home_text, module=shared_module
+        )
+        moved.shared = dict(shared)
     new_tree = _parse(new_text, source)
     new_lines = new_text.splitlines(keepends=True)
     home_text = home_text or ""
@@ -429,8 +559,13 @@ def move(
                 assert isinstance(child, (ast.Import, ast.ImportFrom))
                 aliases = _missing_aliases(child, bound)
                 if aliases:
-                    texts.append(_render_import(child, aliases, indent))
                     bound.update(_alias_name(child, a) for a in aliases)
+                    same = _same_from(block, home_lines, child) if block is not None else None
+                    if same is not None:  # the block's own import of that module gains the names
+                        extended.setdefault(id(same), (same, []))[1].extend(aliases)
+                        moved.imports.append(f"{test}: {_render_import(child, aliases, '').strip()}")
+                        continue
+                    texts.append(_render_import(child, aliases, indent))
             if not texts:
                 continue
             moved.imports += [f"{test}: {t.strip()}" for t in texts]
@@ -469,7 +604,8 @@ def move(
     edits: list[tuple[int, int, str]] = []  # (first line index, end index, text) replacing out[first:end]
     for same, aliases in extended.values():
         first, end = _start(same) - 1, same.end_lineno or same.lineno
-        edits.append((first, end, _render_import(same, _isort_names([*same.names, *aliases]), "")))
+        indent = " " * same.col_offset
+        edits.append((first, end, _render_import(same, _isort_names([*same.names, *aliases]), indent)))
     plain_nodes = [n for n in home_tree.body if _is_import(n)]
     block_at = [n.end_lineno or n.lineno for n in home_tree.body if _is_import(n) or _import_block(n)]
     blocks = "".join("\n" + b for b in new_blocks)
@@ -569,6 +705,7 @@ class Plan:
     sources: list[str] = field(default_factory=list)  # the patch's new test files
     depends: list[str] = field(default_factory=list)  # the patches whose moves the homes hold first
     appended_from: dict[str, int] = field(default_factory=dict)  # home -> first line of what this patch appended
+    changes: list[str] = field(default_factory=list)  # the dependencies' test files it changes (their moved code too)
 
     def diff(self) -> str:
         return "".join(unified_diff(home, self.before[home], self.after[home]) for home in self.after)
@@ -585,19 +722,85 @@ def added_text(diff: FileDiff) -> str:
 def plan(target: Target, name: str, root: Path) -> Plan:
     """The moves of patch `name`'s new test files into their homes ([targets.<t>.test_homes]), each home read from
     `root` (upstream's tests; a home not there is a new file) with the moves of the patches `name` depends on made
-    first (its pull request's branch holds them). Bad input (a fork-tier patch, no new test file, a class without a
-    home, a class its home already defines) is a SeriesError."""
+    first (its pull request's branch holds them). A change `name` makes to one of their test files is made to its
+    moved code too (`Plan.changes`). Bad input (a fork-tier patch, no new test file, a class without a home, a class
+    its home already defines) is a SeriesError."""
     if target.tier(name) == FORK_TIER:
         raise SeriesError(f"{name} is fork tier: it is no pull request, its tests have no upstream home")
+    read = _reader(root)
+    deps = [dep for dep in target.depends_on(name) if _new_test_files(target, dep)]
     state: dict[str, str | None] = {}
-    for dep in target.depends_on(name):
-        if _new_test_files(target, dep):
-            done = _plan_one(target, dep, root, state)
-            state.update(done.after)
-    found = _plan_one(target, name, root, state)
+    for dep in deps:
+        state.update(_plan_one(target, dep, read, state).after)
+    texts = {f.path or "": added_text(f) for dep in deps for f in _new_test_files(target, dep)}
+    changed = _changed_texts(target.patch_path(name), texts)
+    if not changed:
+        found = _plan_one(target, name, read, state)
+    else:  # the dependencies' moves again, with the files as `name` leaves them, then its own
+        texts.update(changed)
+        after: dict[str, str | None] = {}
+        for dep in deps:
+            after.update(_plan_one(target, dep, read, after, now=texts.get).after)
+        found = _plan_one(target, name, read, after)
+        for home, text in after.items():
+            found.after.setdefault(home, text or "")
+        found.before = {home: state[home] if home in state else read(home) for home in found.after}
+        found.changes = sorted(changed)
     if not found.sources:
         raise SeriesError(f"{name} adds no test file under {target.tests}")
-    found.depends = [dep for dep in target.depends_on(name) if _new_test_files(target, dep)]
+    found.depends = deps
+    return found
+
+
+def _changed_texts(patch: Path, texts: dict[str, str]) -> dict[str, str]:
+    """{path: text} of the files of `texts` (path -> text) that `patch` changes, as it leaves them (`git apply`)."""
+    paths = [f.path for f in patchfile.read(patch).files if f.status == "M" and f.path in texts]
+    if not paths:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="homes-") as tmp:
+        for path in paths:
+            (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / path).write_text(texts[path or ""], encoding="utf-8")
+        proc = subprocess.run(
+            ["git", "apply", *(f"--include={path}" for path in paths), str(patch.resolve())],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise SeriesError(
+                f"{patch.name}'s change to {', '.join(map(str, paths))} does not apply: {proc.stderr.strip()}"
+            )
+        return {path or "": (Path(tmp) / path).read_text(encoding="utf-8") for path in paths}
+
+
+def _reader(root: Path) -> Callable[[str], str | None]:
+    def read(path: str) -> str | None:
+        file = root / path
+        return file.read_text(encoding="utf-8") if file.is_file() else None
+
+    return read
+
+
+def plan_chain(
+    target: Target, names: Sequence[str], base: Callable[[str], str | None], now: Callable[[str], str | None]
+) -> Plan:
+    """The moves of the new test files of `names` (a pull request's commits, in order) into their homes, each home's
+    preimage read by `base` (path -> text in the branch's base, None: not there) and each new file's text by `now` (as
+    the last commit leaves it: a later patch may change an earlier one's test file; a file it removed moves nothing).
+    `branches` makes each commit's tree with it. Bad input is a SeriesError, as for `plan`."""
+    state: dict[str, str | None] = {}
+    found = Plan(patch=names[-1] if names else "")
+    for name in names:
+        one = _plan_one(target, name, base, state, now=now)
+        state.update(one.after)
+        for home, text in one.before.items():
+            found.before.setdefault(home, text)
+        found.after.update(one.after)
+        for home, first in one.appended_from.items():
+            found.appended_from.setdefault(home, first)
+        found.moves += one.moves
+        found.sources += one.sources
     return found
 
 
@@ -607,14 +810,28 @@ def _new_test_files(target: Target, name: str) -> list[FileDiff]:
     return [f for f in files if is_test_file(f.path or "")]
 
 
-def _plan_one(target: Target, name: str, root: Path, state: dict[str, str | None]) -> Plan:
-    """`name`'s moves on the homes as `state` holds them (home -> text after earlier moves), else as in `root`."""
+def _plan_one(
+    target: Target,
+    name: str,
+    read: Callable[[str], str | None],
+    state: dict[str, str | None],
+    *,
+    now: Callable[[str], str | None] | None = None,
+) -> Plan:
+    """`name`'s moves on the homes as `state` holds them (home -> text after earlier moves), else as `read` gives
+    them. `now`: where each new file's text is read (default: the text the patch adds)."""
     files = _new_test_files(target, name)
-    found = Plan(patch=name, sources=[f.path or "" for f in files])
+    found = Plan(patch=name)
     table = f"[targets.{target.name}.test_homes]"
     for diff in files:
         path = diff.path or ""
-        text = added_text(diff)
+        text = added_text(diff) if now is None else now(path)
+        if text is None:
+            continue
+        found.sources.append(path)
+        shared = target.shared_helpers.get(path, {})
+        if shared:
+            _check_shared(target, path, shared, read)
         classes = test_classes(_parse(text, path))
         homes: dict[str, list[str]] = {}
         for cls in classes:
@@ -624,19 +841,37 @@ def _plan_one(target: Target, name: str, root: Path, state: dict[str, str | None
             homes.setdefault(home, []).append(cls)
         for home, wanted in homes.items():
             if home not in found.after:
-                if home in state:
-                    found.before[home] = state[home]
-                else:
-                    preimage = root / home
-                    found.before[home] = preimage.read_text(encoding="utf-8") if preimage.is_file() else None
+                found.before[home] = state[home] if home in state else read(home)
                 found.after[home] = found.before[home] or ""
             current = found.after[home] or None
-            merged, moved = move(current, text, home=home, source=path, classes=wanted, first_party=(target.package,))
+            merged, moved = move(
+                current,
+                text,
+                home=home,
+                source=path,
+                classes=wanted,
+                first_party=(target.package,),
+                shared=shared,
+                shared_module=target.shared_helpers_module,
+            )
             moved.new_file = found.before[home] is None
             found.after[home] = merged
             found.appended_from.setdefault(home, moved.first_line)
             found.moves.append(moved)
     return found
+
+
+def _check_shared(target: Target, path: str, shared: dict[str, str], read: Callable[[str], str | None]) -> None:
+    """Bad input when upstream's module of shared helpers is not there or lacks a helper declared for `path`."""
+    module = target.shared_helpers_module
+    table = f"[targets.{target.name}.shared_helpers]"
+    text = read(module)
+    if text is None:
+        raise SeriesError(f"{table}: upstream's tests have no {module}")
+    have = _defined(_parse(text, module))
+    missing = sorted(set(shared.values()) - set(have))
+    if missing:
+        raise SeriesError(f"{table}: {module} defines no {', '.join(missing)} (declared for {path})")
 
 
 def format_moved(found: Plan, ruff: Sequence[StrPath], config_dir: StrPath) -> list[str]:

@@ -188,7 +188,7 @@ BAD = {
     "unknown_target_key_far_off": (
         _table(zzz="1"),
         r"manifest PATH: \[targets.fake\] has an unknown key 'zzz' \(known: package, version, .*, downstream, issues, "
-        r"test_homes, saved_state, releases, companions, backports, fork\)",
+        r"test_homes, shared_helpers, saved_state, releases, companions, backports, fork\)",
     ),
     "downstream_not_table": (
         _table(downstream="[1]"),
@@ -550,6 +550,9 @@ def test_the_submission_tables_issues_test_homes_saved_state_and_an_upstream_tes
     text += '\n[targets.fake.test_homes]\n"tests/regress/test_a.py" = "tests/t.py"\n'
     text += '"tests/regress/test_a.py::B" = "u.py"\n'
     text += '\n[targets.fake.saved_state]\nfile = "src/s.py"\nclass = "State"\nunknown_field = "raises"\n'
+    text += (
+        '\n[targets.fake.shared_helpers]\nmodule = "tests/utils.py"\n"tests/regress/test_a.py" = { Line = "Model" }\n'
+    )
     text += f'\n{UTC}"{P1}" = [{{ test = "tests/t.py::T::test_x", reason = "r", diff = "ut.diff" }}]\n'
     fake = _load(tmp_path, text).targets["fake"]
     assert fake.issues == {
@@ -559,6 +562,8 @@ def test_the_submission_tables_issues_test_homes_saved_state_and_an_upstream_tes
     }
     assert fake.test_homes == {"tests/regress/test_a.py": "tests/t.py", "tests/regress/test_a.py::B": "u.py"}
     assert fake.saved_state == {"file": "src/s.py", "class": "State", "unknown_field": "raises"}
+    assert fake.shared_helpers_module == "tests/utils.py"
+    assert fake.shared_helpers == {"tests/regress/test_a.py": {"Line": "Model"}}
     assert fake.upstream_tests_changed[P1] == [{"test": "tests/t.py::T::test_x", "reason": "r", "diff": "ut.diff"}]
 
 
@@ -573,6 +578,14 @@ def test_the_submission_tables_issues_test_homes_saved_state_and_an_upstream_tes
         ('[targets.fake.test_homes]\n"src/a.py" = "tests/t.py"\n', "must be a test file below tests/regress/"),
         ('[targets.fake.test_homes]\n"tests/regress/a.py" = 3\n', "must map to a relative .py file"),
         ('[targets.fake.saved_state]\nfile = "src/s.py"\n', "[targets.fake.saved_state] lacks class"),
+        ('[targets.fake.shared_helpers]\n"tests/regress/a.py" = { A = "B" }\n', "shared_helpers] lacks module"),
+        ('[targets.fake.shared_helpers]\nmodule = "/u.py"\n', "module must be a relative .py file"),
+        ('[targets.fake.shared_helpers]\nmodule = "u.py"\n"src/a.py" = { A = "B" }\n', "must be a test file below"),
+        ('[targets.fake.shared_helpers]\nmodule = "u.py"\n"tests/regress/a.py" = "B"\n', "must map to a table"),
+        (
+            '[targets.fake.shared_helpers]\nmodule = "u.py"\n"tests/regress/a.py" = { A = "b c" }\n',
+            "two Python identif",
+        ),
         ('[targets.fake.saved_state]\nfile = "a"\nclass = "B"\nklass = "C"\n', "unknown key 'klass'"),
         (f'{UTC}"{P1}" = [{{ test = "tests/t.py::T::t", reason = "r", diff = "no.diff" }}]\n', "diff 'no.diff' does"),
     ],

@@ -136,3 +136,16 @@ def test_a_second_run_waits_for_the_venv_another_one_is_building(tmp_path, monke
         (venv / pyenv.MARKER).write_text("{}", encoding="utf-8")
     waiter.join(10)
     assert got == [pyenv.venv_python(venv)] and built == []
+
+
+def test_built_venv_is_only_a_whole_one(tmp_path):
+    requirements = tmp_path / "req.txt"
+    requirements.write_text("x==1\n", encoding="utf-8")
+    venv = tmp_path / f"venv-{pyenv.venv_key(requirements)}"
+    assert pyenv.built_venv(tmp_path, requirements) is None
+    python = pyenv.venv_python(venv)
+    python.parent.mkdir(parents=True)
+    python.write_text("", encoding="utf-8")
+    assert pyenv.built_venv(tmp_path, requirements) is None  # half-built: no marker
+    (venv / pyenv.MARKER).write_text("", encoding="utf-8")
+    assert pyenv.built_venv(tmp_path, requirements) == python

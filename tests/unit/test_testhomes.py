@@ -9,6 +9,7 @@ import pytest
 from parameterized import parameterized
 from seriestool import testhomes
 from seriestool.errors import SeriesError
+from seriestool.manifest import Target
 
 
 HOME = textwrap.dedent(
@@ -306,3 +307,247 @@ def test_moved_code_goes_before_the_home_s_main_block():
     merged, moved = testhomes.move(home, new, home="h.py", source="n.py")
     assert merged.endswith('    helper()\n\n\nif __name__ == "__main__":\n    run(*sys.argv[1:])\n')
     assert merged.splitlines()[moved.first_line - 1] == "def helper():"
+
+
+SHARED_NEW = textwrap.dedent(
+    '''\
+    """The patch's new test file."""
+
+    from transformers import Trainer, is_torch_available
+    from transformers.testing_utils import TestCasePlus
+
+
+    if is_torch_available():
+        import torch
+        from torch import nn
+
+        # a line model of its own
+        class LineModel(nn.Module):
+            pass
+
+        class Samples(torch.utils.data.Dataset):
+            pass
+
+
+    def make_trainer():
+        return Trainer(model=LineModel(), train_dataset=Samples())
+
+
+    class ResumeTest(TestCasePlus):
+        def test_resume(self):
+            self.assertIsInstance(make_trainer().model, LineModel)
+    '''
+)
+SHARED_HOME = textwrap.dedent(
+    """\
+    from transformers import Trainer, is_torch_available
+    from transformers.testing_utils import TestCasePlus
+
+    from .trainer_test_utils import (
+        RegressionDataset,
+        get_regression_trainer,
+    )
+
+
+    class UpstreamTest(TestCasePlus):
+        def test_upstream(self):
+            get_regression_trainer(RegressionDataset())
+    """
+)
+MODULE = "tests/trainer/trainer_test_utils.py"
+
+
+def test_a_declared_shared_helper_replaces_the_local_one():
+    merged, moved = testhomes.move(
+        SHARED_HOME,
+        SHARED_NEW,
+        home="tests/trainer/test_trainer_checkpointing.py",
+        source="tests/trainer/test_trainer_resume.py",
+        shared={"LineModel": "RegressionModel"},
+        shared_module=MODULE,
+    )
+    ast.parse(merged)
+    assert moved.shared == {"LineModel": "RegressionModel"}
+    # before: LineModel moved with the tests. Now it is dropped (its comment too), its uses renamed, and upstream's
+    # RegressionModel joins the home's import from the shared module
+    assert "LineModel" not in merged and "a line model of its own" not in merged
+    assert "from .trainer_test_utils import RegressionDataset, RegressionModel, get_regression_trainer\n" in merged
+    assert "return Trainer(model=RegressionModel(), train_dataset=Samples())" in merged
+    assert "self.assertIsInstance(make_trainer().model, RegressionModel)" in merged
+    assert "    class Samples(torch.utils.data.Dataset):\n        pass\n" in merged
+    assert top_names(merged) == ["UpstreamTest", "make_trainer", "ResumeTest"]
+    assert moved.dropped == ["nn"]  # `from torch import nn` only served LineModel
+
+
+def test_helpers_only_the_replaced_ones_used_are_dropped_with_them():
+    new = textwrap.dedent(
+        """\
+        import torch
+        from torch.utils.data import Dataset, IterableDataset
+
+
+        def sample(i):
+            return {"input_x": torch.tensor([float(i)])}
+
+
+        class Samples(Dataset):
+            def __getitem__(self, i):
+                return sample(i)
+
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                return (sample(i) for i in range(8))
+
+
+        class ResumeTest:
+            def test_resume(self):
+                assert Samples() and Stream() and torch
+        """
+    )
+    merged, moved = testhomes.move(
+        SHARED_HOME,
+        new,
+        home="tests/trainer/test_x.py",
+        source="n.py",
+        shared={"Samples": "RegressionDataset", "Stream": "SampleIterableDataset"},
+        shared_module=MODULE,
+    )
+    assert moved.dropped == ["Dataset", "IterableDataset", "sample"]
+    assert "torch.utils.data" not in merged and "def sample" not in merged and "import torch\n" in merged
+    assert "assert RegressionDataset() and SampleIterableDataset() and torch" in merged
+    assert "RegressionDataset,\n    SampleIterableDataset,\n    get_regression_trainer" in merged or (
+        "import RegressionDataset, SampleIterableDataset, get_regression_trainer\n" in merged
+    )
+
+
+def test_a_shared_helper_is_imported_where_the_home_imports_the_module():
+    guarded = textwrap.dedent(
+        """\
+        from transformers import is_torch_available
+
+
+        if is_torch_available():
+            import torch
+
+            from .trainer_test_utils import RegressionDataset
+        """
+    )
+    merged, _ = testhomes.move(
+        guarded,
+        SHARED_NEW,
+        home="tests/trainer/test_trainer_callback.py",
+        source="n.py",
+        shared={"LineModel": "RegressionModel", "Samples": "RegressionDataset"},
+        shared_module=MODULE,
+    )
+    # into the home's guarded block, the way it imports from the module; a name it already imports is not repeated
+    assert "    from .trainer_test_utils import RegressionDataset, RegressionModel\n" in merged
+    assert merged.count("RegressionDataset") == 2 and "class Samples" not in merged
+    # the imports only the dropped helpers used go with them
+    assert "from torch import nn" not in merged
+    # a home that imports nothing from the module gets a top-level relative import (one folder down: `..`)
+    merged, _ = testhomes.move(
+        None,
+        SHARED_NEW,
+        home="tests/trainer/distributed/test_new.py",
+        source="n.py",
+        shared={"LineModel": "RegressionModel"},
+        shared_module=MODULE,
+    )
+    assert "\nfrom ..trainer_test_utils import RegressionModel\n" in merged and "LineModel" not in merged
+
+
+@parameterized.expand(
+    [
+        ("tests/trainer/test_x.py", ".trainer_test_utils"),
+        ("tests/trainer/distributed/test_x.py", "..trainer_test_utils"),
+        ("tests/repo_utils/test_x.py", "..trainer.trainer_test_utils"),
+    ]
+)
+def test_relative_module(home, expected):
+    assert testhomes.relative_module(home, MODULE) == expected
+
+
+@parameterized.expand(
+    [
+        ("not defined", SHARED_HOME, {"NoSuch": "RegressionModel"}, "n.py defines no NoSuch"),
+        ("bound in the file", SHARED_HOME, {"LineModel": "Samples"}, "n.py binds Samples itself"),
+        (
+            "the home's own",
+            SHARED_HOME + "\n\nclass RegressionModel:\n    pass\n",
+            {"LineModel": "RegressionModel"},
+            "h.py binds RegressionModel to something else",
+        ),
+    ]
+)
+def test_bad_shared_declarations(_, home, shared, message):
+    with pytest.raises(SeriesError, match=message):
+        testhomes.move(home, SHARED_NEW, home="h.py", source="n.py", shared=shared, shared_module=MODULE)
+
+
+def _new_file_patch(path, text):
+    lines = text.splitlines()
+    body = "".join(f"+{line}\n" for line in lines)
+    return (
+        "From 0 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\nSubject: [PATCH] x\n\nBody.\n---\n"
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
+    )
+
+
+def test_a_chain_moves_each_file_as_the_last_commit_has_it(tmp_path):
+    """`branches`' moves: every patch's new file in order, its text as the branch's last commit holds it (a later
+    patch may have changed it), the homes as the base holds them, the declared shared helpers replaced."""
+    first = "def helper():\n    return 1\n\n\ndef test_first():\n    assert helper() == 1\n"
+    second = "def test_second():\n    assert True\n"
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "0001-a.patch").write_text(_new_file_patch("tests/new/test_a.py", first), encoding="utf-8")
+    (folder / "0002-b.patch").write_text(_new_file_patch("tests/new/test_b.py", second), encoding="utf-8")
+    target = Target("pkg", "pkg", "1.0", "0" * 64, "", "tests/new/", "src", ["0001-a.patch", "0002-b.patch"], folder)
+    target.test_homes = {"tests/new/test_a.py": "tests/test_home.py", "tests/new/test_b.py": "tests/test_home.py"}
+    target.shared_helpers_module = "tests/utils.py"
+    target.shared_helpers = {"tests/new/test_a.py": {"helper": "one"}}
+    base = {"tests/test_home.py": "def test_home():\n    pass\n", "tests/utils.py": "def one():\n    return 1\n"}
+    now = {"tests/new/test_a.py": first.replace("== 1", "== 1.0"), "tests/new/test_b.py": second}
+    found = testhomes.plan_chain(target, ["0001-a.patch", "0002-b.patch"], base.get, now.get)
+    assert found.sources == ["tests/new/test_a.py", "tests/new/test_b.py"]
+    assert found.before == {"tests/test_home.py": base["tests/test_home.py"]}
+    assert found.after["tests/test_home.py"] == (
+        "from .utils import one\n\n\ndef test_home():\n    pass\n\n\ndef test_first():\n    assert one() == 1.0\n\n\n"
+        "def test_second():\n    assert True\n"
+    )
+    # a file a later patch removed moves nothing; a shared module upstream lacks is bad input
+    assert testhomes.plan_chain(target, ["0001-a.patch"], base.get, {}.get).sources == []
+    with pytest.raises(SeriesError, match=r"\[targets.pkg.shared_helpers\]: upstream's tests have no tests/utils.py"):
+        testhomes.plan_chain(target, ["0001-a.patch"], {"tests/test_home.py": ""}.get, now.get)
+
+
+def test_a_patch_s_change_to_a_dependency_s_test_file_is_made_to_its_moved_code(tmp_path):
+    """Before: `homes` moved only a patch's new files, so the diff of a patch that also changes a test file of a
+    patch it depends on (0017 changes 0005's) left that change out of upstream's tree."""
+    first = "def expected():\n    return 1\n\n\ndef test_first():\n    assert expected() == 1\n"
+    change = (
+        "diff --git a/tests/new/test_a.py b/tests/new/test_a.py\n"
+        "--- a/tests/new/test_a.py\n+++ b/tests/new/test_a.py\n"
+        "@@ -1,4 +1,4 @@\n def expected():\n-    return 1\n+    return 1.0\n \n \n"
+    )
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "0001-a.patch").write_text(_new_file_patch("tests/new/test_a.py", first), encoding="utf-8")
+    second = _new_file_patch("tests/new/test_b.py", "def test_second():\n    assert True\n")
+    (folder / "0002-b.patch").write_text(second.replace("diff --git", change + "diff --git", 1), encoding="utf-8")
+    names = ["0001-a.patch", "0002-b.patch"]
+    target = Target(
+        "pkg", "pkg", "1.0", "0" * 64, "", "tests/new/", "src", names, folder, depends={names[1]: [names[0]]}
+    )
+    target.test_homes = {"tests/new/test_a.py": "tests/test_home.py", "tests/new/test_b.py": "tests/test_home.py"}
+    (tmp_path / "up" / "tests").mkdir(parents=True)
+    (tmp_path / "up" / "tests" / "test_home.py").write_text("def test_home():\n    pass\n", encoding="utf-8")
+    found = testhomes.plan(target, names[1], tmp_path / "up")
+    assert found.changes == ["tests/new/test_a.py"] and found.depends == [names[0]]
+    assert "    return 1\n" in found.before["tests/test_home.py"]  # as 0001's pull request leaves it
+    diff = found.diff()
+    assert "-    return 1\n+    return 1.0\n" in diff and "+def test_second():\n" in diff
+    assert [m.classes for m in found.moves] == [["test_second"]]  # only its own tests run

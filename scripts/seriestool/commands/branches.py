@@ -4,6 +4,9 @@ A branch holds its patch alone on the base, or on top of the patches it depends 
 `depends`). Each patch is placed the way `verify` places it (placement.py): it goes in cleanly or with a 3-way
 merge, or it is left out because the base already holds it, or because the last `verify` on this base found
 it fixed upstream differently; one that conflicts, or depends on one that does (blocked), gets no branch.
+When the clone's base holds upstream's tests (a home file of [targets.<t>.test_homes]), each commit of an
+upstream-tier branch carries its tests moved into their homes, as `homes` moves them (testhomes.py), instead of
+the new test files the patch adds; a clone without them gets the new files, and the report says so.
 Everything is built in a scratch clone; the clone's branches are created or
 moved at the end, in one ref transaction, so a failure leaves them all as they were.
 """
@@ -12,9 +15,10 @@ import argparse
 import shlex
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from .. import prtemplate, reports
+from .. import prtemplate, pyenv, reports, testhomes
 from ..am import check_patches
 from ..clone import author_identity, blocking_branch, committer_identity, open_clean_clone, reauthor
 from ..context import Context
@@ -41,7 +45,10 @@ gets no branch, and is listed with its conflict, and so does one that depends on
 every other branch is made. Running it again
 moves the branches it made to the new result; a branch of that name that it did not make, or that has
 commits of yours since, is not touched (bad input). Nothing is pushed: it prints the `git push` and
-`gh pr create` commands. A fork-tier patch ([targets.<target>.fork]: carried for forks) gets a branch
+`gh pr create` commands. When the clone holds upstream's tests (a home file of the manifest's `test_homes`),
+each commit of a pull request's branch carries its tests moved into upstream's topic files (as `homes` writes
+them, with the manifest's `shared_helpers`) instead of the new test files; otherwise the branches add the new
+files, and it says so. A fork-tier patch ([targets.<target>.fork]: carried for forks) gets a branch
 {prtemplate.FORK_BRANCH_PREFIX}<subject> and a `gh issue create` (its issue text) instead of a pull request.
 Every commit is authored by you: --author "Name <email>", else the clone's git config user.name and
 user.email (neither: bad input); the patch's author date is kept, so a rerun makes the same commits.
@@ -78,6 +85,8 @@ class _Branch:
         self.without: list[str] = []  # the patches it depends on that are left out
         self.status: BaseStatus | None = None
         self.why = ""  # why it is left out
+        self.moved: list[str] = []  # the homes its commits carry its tests in (none: the new test files)
+        self.tests_stay = ""  # why its tests stay new files though the clone holds upstream's tests
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -112,14 +121,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for left in folder.glob(f".{target.name}.*"):  # the scratch clone of a run that was killed
         shutil.rmtree(left, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
+    homes = sorted(set(target.test_homes.values()))
+    homes_in_base = [home for home in homes if repo.ok("cat-file", "-e", f"{base}:{home}")]
     try:
-        plan = _build(ctx, target, repo, base, ref, identity, author, tmp / "repo", names, judged)
+        ruff = _ruff(ctx) if homes_in_base else None
+        moving = bool(homes_in_base)
+        plan = _build(ctx, target, repo, base, ref, identity, author, tmp / "repo", names, judged, moving, ruff)
         moves = _check_moves(repo, plan)
         if moves:
             _publish(repo, tmp / "repo", moves)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _report(ctx, target, repo, base, ref, plan, moves, judged)
+    _report(ctx, target, repo, base, ref, plan, moves, judged, homes_in_base, formatted=ruff is not None)
     _record(ctx, target, repo, base, ref, plan)
     conflicts = [entry.patch for entry in plan.values() if entry.status == BaseStatus.CONFLICT]
     if conflicts:
@@ -189,9 +202,12 @@ def _build(
     path: Path,
     names: dict[str, str],
     judged: dict[str, Judgement],
+    move_tests: bool = False,
+    ruff: list[str] | None = None,
 ) -> dict[str, _Branch]:
     """Every patch's branch, built in a scratch clone that shares the clone's objects; each commit authored by
-    `author` (the submitter), committed by `identity`."""
+    `author` (the submitter), committed by `identity`. `move_tests`: the base holds upstream's tests, so each
+    upstream-tier branch's commits carry their tests moved home (`_move_tests`, formatted with `ruff`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     Repo(path.parent, isolated=True).run("clone", "--quiet", "--shared", "--no-checkout", str(repo.path), str(path))
     scratch = Repo(path, isolated=True, env=identity)
@@ -215,19 +231,26 @@ def _build(
         entry.holds = [dep for dep in target.depends_on(name) if plan[dep].tip is not None]
         entry.without = [dep for dep in target.depends_on(name) if plan[dep].tip is None]
         scratch.reset_hard(base)
+        chain: list[tuple[str, str]] = []  # (patch, commit) of the branch, in order
         for dep in entry.holds:
             under = place(scratch, target.patch_path(dep), preimages=preimages)
             if not under.status.went_in:
                 entry.status = BaseStatus.CONFLICT
                 entry.why = f"conflict: {dep[:4]}, which it depends on, does not go in under it ({_files(under)})"
                 break
-            reauthor(scratch, author)
+            chain.append((dep, reauthor(scratch, author)))
         if entry.status == BaseStatus.CONFLICT:
             continue
         placed = place(scratch, patch, preimages=preimages)
         entry.status = placed.status
         if placed.status.went_in:
             entry.tip = reauthor(scratch, author)
+            if move_tests and target.tier(name) != FORK_TIER:
+                chain.append((name, entry.tip))
+                try:
+                    entry.tip, entry.moved = _move_tests(scratch, target, base, chain, ruff)
+                except SeriesError as exc:
+                    entry.tests_stay = str(exc)
             continue
         if placed.status == BaseStatus.ALREADY_UPSTREAM:
             entry.why = "already upstream (the base holds the whole patch)"
@@ -241,6 +264,59 @@ def _build(
         on_top = f" on top of {', '.join(dep[:4] for dep in entry.holds)}" if entry.holds else ""
         entry.why = f"conflict{on_top}: {_files(placed)}"
     return plan
+
+
+def _ruff(ctx: Context) -> list[str] | None:
+    """The ruff that formats the moved tests: the pinned venv's when it is built, else one on PATH, else None."""
+    python = pyenv.built_venv(ctx.work, ctx.requirements)
+    if python is not None:
+        return [str(python), "-m", "ruff"]
+    found = shutil.which("ruff")
+    return [found] if found else None
+
+
+def _move_tests(
+    scratch: Repo, target: Target, base: str, chain: list[tuple[str, str]], ruff: list[str] | None
+) -> tuple[str, list[str]]:
+    """Make the commits of `chain` (patch, commit) again on `base`, each carrying the new test files of the patches
+    so far moved into their homes (testhomes.plan_chain, what `homes` writes) instead of the files themselves; each
+    commit keeps its message and author, its committer date its author date. Returns the new tip and the homes of the
+    last patch's tests. A SeriesError (a test class without a home) leaves HEAD as it was, at the last commit."""
+
+    def reader(commit: str) -> Callable[[str], str | None]:
+        def read(path: str) -> str | None:
+            proc = scratch.run("show", f"{commit}:{path}", check=False)
+            return proc.stdout if proc.returncode == 0 else None
+
+        return read
+
+    names = [patch for patch, _ in chain]
+    moved = [testhomes.plan_chain(target, names[: i + 1], reader(base), reader(c)) for i, (_, c) in enumerate(chain)]
+    scratch.reset_hard(base)
+    for (_, commit), found in zip(chain, moved, strict=True):
+        if ruff is not None:
+            testhomes.format_moved(found, ruff, scratch.path)
+        scratch.run("read-tree", "--reset", "-u", commit)
+        for source in found.sources:
+            (scratch.path / source).unlink(missing_ok=True)
+        for home, text in found.after.items():
+            (scratch.path / home).parent.mkdir(parents=True, exist_ok=True)
+            (scratch.path / home).write_text(text, encoding="utf-8")
+        scratch.run("add", "--all", "--", *sorted({*found.sources, *found.after}))
+        date = scratch.out("log", "-1", "--format=%ad", "--date=raw", commit)
+        scratch.run(
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--allow-empty",
+            "--cleanup=verbatim",
+            "-C",
+            commit,
+            env={"GIT_COMMITTER_DATE": date},
+        )
+    own = set(moved[-1].sources) - (set(moved[-2].sources) if len(moved) > 1 else set())
+    homes = list(dict.fromkeys(m.home for m in moved[-1].moves if m.source in own))
+    return scratch.out("rev-parse", "HEAD"), homes
 
 
 def _files(placed: Placement) -> str:
@@ -322,6 +398,9 @@ def _report(
     plan: dict[str, _Branch],
     moves: list[tuple[str, str, str | None]],
     judged: dict[str, Judgement],
+    homes_in_base: list[str],
+    *,
+    formatted: bool = True,
 ) -> None:
     moved = {branch: old for branch, _, old in moves}
     made = [entry for entry in plan.values() if entry.tip is not None]
@@ -360,6 +439,22 @@ def _report(
                 f"{entry.branch} holds {', '.join(dep[:4] for dep in entry.holds)} under {entry.patch[:4]} (depends): "
                 "its pull request is opened as a draft (below) until theirs are merged"
             )
+    prs_made = [entry for entry in made if target.tier(entry.patch) != FORK_TIER]
+    if target.test_homes and prs_made and not homes_in_base:
+        ctx.out(
+            f"tests: {ref} of {repo.path} holds none of upstream's test files that [targets.{target.name}.test_homes] "
+            "names: the branches add the new test files as they are (a clone of upstream moves them home)"
+        )
+    if homes_in_base and prs_made and not formatted:
+        ctx.out(
+            "tests: no ruff (neither the pinned venv, not built yet, nor one on PATH): the moved tests are not "
+            "formatted; `homes NNNN` formats and checks them"
+        )
+    for entry in prs_made if homes_in_base else []:
+        if entry.moved:
+            ctx.out(f"{entry.branch}: its tests moved into {', '.join(entry.moved)} (as `homes` writes them)")
+        elif entry.tests_stay:
+            ctx.out(f"{entry.branch}: its tests stay new files: {entry.tests_stay}")
     if not judged:
         ctx.out(
             f"not verified on this base: `python3 scripts/series.py verify --target {target.name} --base "

@@ -21,7 +21,8 @@ The sdist has no tests/, so each patch adds its regression tests as new files; u
 files. For one upstream-tier patch this writes the diff its pull request carries for its tests in upstream's
 tree: each new test file's test classes appended to its home file (taken from --upstream-tests), with the
 module-level helpers and imports the home file lacks (a helper it defines the same way is not repeated, one it
-defines differently is renamed in the moved code); a home
+defines differently is renamed in the moved code; a local helper that [targets.<target>.shared_helpers] replaces
+is dropped, and upstream's shared helper is imported from its module the way the home imports from it); a home
 upstream does not have yet is a new file. Then, unless --no-check, it applies the diff to upstream's tests on
 the pinned base with the patch and the patches it depends on (green: every moved test must pass) and without
 the patch (red: every test that fails there as a new file must fail moved home too), and runs only the moved
@@ -84,6 +85,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ctx.out(f"  helpers: {', '.join(move.helpers)}")
         if move.imports:
             ctx.out(f"  imports: {'; '.join(move.imports)}")
+        if move.shared:
+            names = ", ".join(f"{old} -> {new}" for old, new in move.shared.items())
+            ctx.out(f"  replaced by upstream's shared helpers ({target.shared_helpers_module}): {names}")
+            if move.dropped:
+                ctx.out(f"  dropped with them (only they used it): {', '.join(move.dropped)}")
         if move.kept:
             ctx.out(f"  already in the home, the same: {', '.join(move.kept)}")
         if move.renamed:
@@ -98,6 +104,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ctx.out(
                 '  warning: both have an `if __name__ == "__main__":` block; the home\'s is kept: merge them by hand'
             )
+    if found.changes:
+        ctx.out(
+            f"{name[:4]} also changes {', '.join(found.changes)} of the patches it depends on: the diff makes "
+            "the same change to their moved code"
+        )
     if found.depends:
         names = ", ".join(dep[:4] for dep in found.depends)
         ctx.out(
