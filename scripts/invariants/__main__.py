@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     result: dict[str, Any] = {"tree": args.tree_label, "versions": _versions(), "profile": profile.name}
     source = declared.tree_source()
-    result.update(invariants=list(judges.INVARIANTS), first_only=args.first)
+    features = _features()
+    result.update(invariants=judges.invariants_of(features), first_only=args.first)
     if args.replay:
         try:
             config = json.loads(args.replay)
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             log=lambda s: print(s, flush=True),
             source=source,
             first_only=args.first,
-            features=_features(),
+            features=features,
         )
         search.run()
         result.update(examples=search.examples, violations=search.violations, declared=search.declared, replayed=False)

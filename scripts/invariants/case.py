@@ -175,6 +175,10 @@ class Harness:
     def pre_optimizer_step(self, state: Any) -> None:
         optimizer = self.trainer.optimizer
         grad = reference.flat_grad(self.model)
+        # the outside parameter's gradient is inf * 0 = NaN once the fault reaches the loss, targets or not
+        outside_finite = (
+            self.outside is None or self.outside.grad is None or bool(torch.isfinite(self.outside.grad).all())
+        )
         over_targets = not reference.per_micro_batch(self.config)
         expected = reference.window(self.config["model"], self.model, self.pending, over_targets)
         self._close_last()
@@ -184,8 +188,8 @@ class Harness:
                 "global_step": state.global_step,
                 "lr": float(optimizer.param_groups[0]["lr"]),
                 # a fault counts when it took effect: an inf on the loss of a micro-batch without targets
-                # reaches no weight (its gradient is 0 whatever comes in)
-                "injected": self.poison and not bool(torch.isfinite(grad).all()),
+                # reaches no weight of the model (its gradient is 0 whatever comes in), but the outside parameter
+                "injected": self.poison and not (bool(torch.isfinite(grad).all()) and outside_finite),
                 "finite": bool(torch.isfinite(grad).all()),
                 "grad": grad,
                 "expected": expected,

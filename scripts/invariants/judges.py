@@ -779,7 +779,7 @@ def logged_grad_norm(obs: Observation) -> list[str] | None:
                 continue
             a = run.attempts[log["attempts"] - 1]
             if a["injected"] or not a["applied"]:
-                if a["injected"]:
+                if a["injected"] and not a["finite"]:  # (an inf that reached only the outside parameter: no norm)
                     checked = True
                     if math.isfinite(full["grad_norm"]):
                         found.append(
@@ -885,6 +885,20 @@ def release_loads(obs: Observation) -> list[str] | None:
 
 def _short(values: list[int]) -> str:
     return str(values) if len(values) <= 12 else f"[{', '.join(map(str, values[:12]))}, ...]"
+
+
+# invariant -> the `draw.FEATURES` entry a tree needs for it to be a claim there (the fork tier's option and
+# counter): a tree without it is not searched for it
+NEEDS = {
+    "target-tokens": "include_num_target_tokens_trained",
+    "all-skipped-warning": "count_skipped_steps",
+    "progress-bar": "count_skipped_steps",
+}
+
+
+def invariants_of(features: frozenset[str]) -> list[str]:
+    """The invariants a tree with `features` is searched for."""
+    return [name for name in INVARIANTS if NEEDS.get(name, "") in features or name not in NEEDS]
 
 
 # name -> judge, in the order a report lists them
