@@ -190,9 +190,9 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[s
 # - scale-zero: faults on every attempt of a scaler that starts at 2**-140: its scale is 0 from the 10th skip on,
 #   inside any run (an epoch run whose every step is skipped ends with a warning, a max_steps run with
 #   `count_skipped_steps=False` raises, the logged scale is 0).
-# - option-skips: the option's reading (`count_skipped_steps=False`) over sized data with skips and no callback: an
-#   epoch run (one update step less per skip, its end, saves and logs) or a max_steps run of whole passes, whose
-#   skipped steps need further windows.
+# - option-skips: the option's reading (`count_skipped_steps=False`) over sized data with skips, the progress bar on
+#   and no callback: an epoch run (one update step less per skip, its end, saves, logs and the bar's total) or a
+#   max_steps run of whole passes, whose skipped steps need further windows.
 FOCUS = (
     "last-skip", "later-pass-resume", "skip-schedule", "empty-window", "skip-resume", "scale-zero", "option-skips",
 )  # fmt: skip
@@ -263,7 +263,8 @@ def _focus(config: dict[str, Any], focus: str) -> dict[str, Any]:
         out["resume"] = {"checkpoint": 0, "batch_size": out["batch_size"], "ga": out["ga"], "again": None}
     elif focus == "option-skips":
         out["targets"] = [max(1, t) for t in out["targets"]]
-        out.update(count_skipped_steps=False, fp16=True, streamed=False, inf_from=None, callback=None)
+        # the progress bar on: its total follows the steps the option counts
+        out.update(count_skipped_steps=False, fp16=True, streamed=False, inf_from=None, callback=None, progress=True)
         out["max_grad_norm"] = out["max_grad_norm"] or 1e9
         per_pass = _windows_per_pass(out)
         if out["max_steps"]:  # whole passes: a skipped step makes up its update in a further pass

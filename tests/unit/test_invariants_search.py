@@ -38,7 +38,8 @@ def test_each_invariant_is_found_once_shrunk_to_its_minimal_configuration():
     found, lines = _search()
     by_key = {v["key"]: v for v in found.violations}
     assert set(by_key) == {"skip-count[no infs]", "skip-count[infs]", "run-length[stream]"}
-    assert by_key["skip-count[infs]"]["config"]["inject"] == [0]  # the fewest infs, the first attempt
+    # the fewest infs (an edge of the draw may fix which attempt: `skip-resume` the first, `option-skips` the middle)
+    assert len(by_key["skip-count[infs]"]["config"]["inject"]) == 1
     skip = by_key["skip-count[no infs]"]["config"]
     assert (skip["ga"], skip["batch_size"], skip["model"], skip["streamed"], skip["fp16"]) == (
         2,
