@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (the mutants quote source lines as they are)
 """The checker's own mutation check: plausible bugs, one per claim a patch makes, each a small edit of the series'
 source (a text that must occur exactly once, and what replaces it). `series.py invariants --mutants` applies each
-to a copy of its tree (`tree`: the series, or the upstream tier alone), searches it (the ci profile's 150 examples
+to a copy of its tree (`tree`: the series, or the upstream tier alone), searches it (the ci profile's 300 examples
 at most, draw.PROFILES['mutants']) until the first undeclared violation, and scores the checker: a mutant is caught
 when some invariant breaks. Standard library only (the tool imports it).
 """

@@ -140,7 +140,7 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
     counts = ", ".join(f"{sum(1 for m in chosen if m.tree == t.label)} of the {t.label} tree" for t in needed)
     ctx.out(
         f"invariants: {len(chosen)} mutant(s) ({counts}), seed {args.seed}, {args.jobs} at once, each searched "
-        "until its first violation (at most the ci profile's 150 examples)"
+        "until its first violation (at most the ci profile's 300 examples)"
     )
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
 
