@@ -20,8 +20,8 @@ Everything else is the contract as the series documents it:
 - the flow (the release's `DefaultFlowCallback`): a log, evaluation or save when `global_step` is a multiple of its
   interval at the end of a step, all three at the end of an epoch with the epoch strategy, an evaluation and a save
   at the end of training with the steps strategy; a log only when `global_step` moved since the last one (the request
-  stands until then); with the option, a pass whose every attempt was skipped logs, evaluates and saves nothing at
-  its end;
+  stands until the next step begins: `on_step_begin` clears it); with the option, a pass whose every attempt was
+  skipped logs, evaluates and saves nothing at its end;
 - the user callbacks drawn: `should_save` at the first `on_step_end` with `global_step >= k` (a checkpoint there,
   whatever the save strategy); `should_training_stop` at `on_step_end` once `global_step >= k`; `should_epoch_stop` at
   `on_epoch_begin` once `global_step >= k`, which ends the pass after its next micro-batch (a window of more than one
@@ -192,6 +192,9 @@ def simulate(
             read["batches"] += 1 if (cut and len(window) > 1) else len(window)
             if pos.consecutive_skips == 0 or counts_skipped:
                 ev.append(("begin", pos.global_step))
+                # `CallbackHandler.on_step_begin` clears the requests: a log asked for when the step had not moved
+                # since the last one (the end of a pass a resume read again) is dropped, not made at the next step
+                flags["log"] = flags["eval"] = flags["save"] = False
             if cut and len(window) > 1:
                 # the epoch ends after the window's first micro-batch: no optimizer step, its gradient stays
                 pos.leaked += window[0]

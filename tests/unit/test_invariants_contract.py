@@ -113,3 +113,11 @@ def test_a_resume_goes_on_from_a_saved_position():
     again = _run(save_steps=1, epochs=2, start=start)
     assert again.windows == first.windows[2:] and again.end_step == 6
     assert _events(again, "epoch_begin")[0] == ("epoch_begin", 2)
+
+
+def test_a_log_the_step_did_not_move_for_is_dropped_when_the_next_step_begins():
+    # a stream resumed from a checkpoint at its first pass's last window: the resumed run reads that pass to its end
+    # (no window), whose epoch-strategy log finds global_step where the last log was; the next step's begin clears it
+    start = contract.Position(attempt=3, global_step=3, pass_index=0, window=3)
+    exp = _run(start=start, streamed=True, max_steps=5, logging="epoch", fp16=False)
+    assert _events(exp, "log", "epoch_end") == [("epoch_end", 3), ("epoch_end", 5), ("log", 5)]
