@@ -501,7 +501,11 @@ def resume_logs(obs: Observation) -> list[str] | None:
         end = obs.first.global_step or 0
         want = [log for log in obs.first.full_logs if log["step"] > step]
         got_logs = [log for log in run.full_logs if log["step"] <= end]
-        logged_at_checkpoint = any(log["step"] == step for log in obs.first.full_logs) or step == 0
+        # (with the option, skipped attempts after the last log may still precede the checkpoint: their window
+        # belongs to the next log's interval, which the resumed run's first log then lacks)
+        logged_at_checkpoint = (
+            any(log["step"] == step and log["attempts"] == since["attempts"] for log in obs.first.logs) or step == 0
+        )
         if [log["step"] for log in got_logs] != [log["step"] for log in want]:
             found.append(
                 f"{where} from checkpoint-{step}: logs at steps {[g['step'] for g in got_logs]}, "
