@@ -62,7 +62,6 @@ class Run:
     progress: list[tuple[int, int, int, int]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the Trainer's logger warned during the call
     eval_metrics: list[list[str]] = field(default_factory=list)  # the keys of each evaluation's metrics
-    outside_grad_finite: bool = True  # the outside parameter's gradient at the end (`outside`)
 
 
 @dataclass
@@ -394,8 +393,6 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
         hf_logger.propagate = propagate
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    if harness.outside is not None:
-        run.outside_grad_finite = harness.outside.grad is None or bool(torch.isfinite(harness.outside.grad).all())
     if trainer.optimizer is not None:
         harness._close_last()
         run.optimizer_steps = _optimizer_steps(trainer.optimizer)

@@ -955,7 +955,7 @@ def _decaying_schedule(obs: Observation) -> bool:
 DISCRIMINATES: dict[str, Callable[[Observation], bool]] = {
     "updates-counted": _some_skip_due,
     "skip-count": _some_skip_due,
-    "learning-rate": lambda obs: _decaying_schedule(obs),
+    "learning-rate": _decaying_schedule,
     "step-callbacks": lambda obs: _some_skip_due(obs) or obs.config["ga"] > 1,
     "logged-counts": lambda obs: obs.config["fp16"] and _some_skip_due(obs),
     "logged-fp16-counts": lambda obs: _some_skip_due(obs)
