@@ -66,6 +66,46 @@ def test_conflict_rolls_back_everything(fake):
     assert not (fork / ".git/rebase-apply").exists()
 
 
+def test_leave_out_conflicts_applies_the_rest(fake):
+    """Before: a fork where one patch conflicts got nothing. Now `--leave-out-conflicts` applies what goes and
+    names what it left out and why; nothing of the conflicting patch is kept."""
+    fork, names = _fork(fake, GOOD, NOT_RED, STYLE)
+    core = fork / "src/fakepkg/core.py"
+    core.write_text(core.read_text(encoding="utf-8").replace("Multiply two numbers.", "Product."), encoding="utf-8")
+    git(fork, "commit", "--quiet", "-am", "fork change")
+    start = git(fork, "rev-parse", "HEAD")
+    proc = fake.ok("apply", "--repo", str(fork), "--leave-out-conflicts")
+    assert _lines(proc) == [
+        f"{names[0]} applied",
+        f"{names[1]} left out: conflict (src/fakepkg/core.py)",
+        f"{names[2]} applied",
+        "branch series/fake: 2 applied, 0 already present, 1 left out (named above)",
+    ]
+    made = git(fork, "log", "--format=%s", f"{start}..HEAD").splitlines()
+    assert made == ["core: add sub()", "core: make add() add"]
+    assert "Product." in core.read_text(encoding="utf-8") and git(fork, "status", "--porcelain") == ""
+
+
+def test_a_declared_backport_is_left_out_on_its_release(fake):
+    """Before: on a fork of an older release where a patch needs a declared backport, `apply` made nothing. Now
+    that patch is left out there with its reason, and every other patch goes in (no option needed)."""
+    fork, names = _fork(fake, GOOD, NOT_RED, STYLE)
+    text = fake.manifest.read_text(encoding="utf-8")
+    text += f'\n[targets.fake.backports]\n"0.9" = [{{ patch = "{names[1]}", reason = "0.9 reworded mul()" }}]\n'
+    fake.manifest.write_text(text, encoding="utf-8")
+    core = fork / "src/fakepkg/core.py"
+    core.write_text(core.read_text(encoding="utf-8").replace("Multiply two numbers.", "Product."), encoding="utf-8")
+    (fork / "src/fakepkg/__init__.py").write_text('"""A fake package."""\n\n__version__ = "0.9"\n', encoding="utf-8")
+    git(fork, "commit", "--quiet", "-am", "release 0.9")
+    proc = fake.ok("apply", "--repo", str(fork))
+    assert _lines(proc) == [
+        f"{names[0]} applied",
+        f"{names[1]} left out: needs a backport to fakepkg 0.9 (declared: 0.9 reworded mul())",
+        f"{names[2]} applied",
+        "branch series/fake: 2 applied, 0 already present, 1 left out (named above)",
+    ]
+
+
 def test_conflict_on_a_detached_head(fake):
     fork, names = _fork(fake, NOT_RED)
     core = fork / "src/fakepkg/core.py"

@@ -311,3 +311,34 @@ def test_a_clone_with_upstream_s_tests_gets_them_moved_home_in_every_commit(fake
     assert "trainer-series/fakepkg-add-version: its tests moved into tests/test_version.py" in out
     again = fake.ok("branches", "--repo", str(repo))  # the same commits again
     assert again.stdout.splitlines()[0].endswith(": 0 made, 0 moved, 4 unchanged")
+
+
+def test_a_branch_carries_the_upstream_test_change_its_patch_declares(fake):
+    """Before: a patch that declares a change to one of upstream's tests (`upstream_tests_changed`, with its diff)
+    got a branch without it, so upstream's CI would run the old assertion. Now its branch's commit carries it, and
+    its message names the home its tests moved into, not the new file."""
+    names = fake.build_series((*GOOD, "Tests: tests/regress/test_add.py, red without the fix."))
+    diff = (
+        "--- a/tests/test_core.py\n+++ b/tests/test_core.py\n@@ -4,7 +4,7 @@ from .helpers import number_two\n"
+        " \n \n def test_mul():\n-    assert mul(number_two(), 3) == 6\n+    assert mul(3, number_two()) == 6\n"
+        " \n \n def test_one():\n"
+    )
+    (fake.patches_dir / "mul.diff").write_text(diff, encoding="utf-8")
+    text = fake.manifest.read_text(encoding="utf-8").replace(
+        "\npatches = [", '\nupstream_tests = ["tests/test_core.py"]\npatches = [', 1
+    )
+    text += HOMES.replace('"tests/regress/test_double.py" = { three = "number_three" }\n', "")
+    text += f'\n[targets.fake.upstream_tests_changed]\n"{names[0]}" = [{{ test = "tests/test_core.py::test_mul", '
+    text += 'reason = "it asserts the old order", diff = "mul.diff" }]\n'
+    fake.manifest.write_text(text, encoding="utf-8")
+    repo = fake.upstream_repo(fake.root / "fork")
+    (repo / "tests" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / "tests" / "helpers.py").write_text("def number_two():\n    return 2\n", encoding="utf-8")
+    (repo / "tests" / "test_core.py").write_text(HOME + "\n\ndef test_one():\n    assert 1\n", encoding="utf-8")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "upstream's tests")
+    proc = fake.ok("branches", "--repo", str(repo))
+    home = git(repo, "show", "trainer-series/core-make-add-add:tests/test_core.py")
+    assert "    assert mul(3, number_two()) == 6\n" in home and "def test_add():" in home, proc.stdout + proc.stderr
+    message = git(repo, "log", "-1", "--format=%B", "trainer-series/core-make-add-add")
+    assert message.endswith("Tests: tests/test_core.py, red without the fix."), message

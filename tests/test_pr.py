@@ -304,7 +304,7 @@ def test_the_issue_to_open_the_test_homes_and_the_upstream_test_change(fake):
     assert "Where its tests go upstream:" in notes
     assert "  - tests/regress/test_add.py::(its tests) -> tests/test_core.py" in notes
     assert "  `python3 scripts/series.py homes 0001 --target fake --upstream-tests SPEC` writes\n" in notes
-    assert "apply it in your clone of fakepkg with `git apply " in words
+    assert "on a branch made otherwise, apply it with `git apply " in words
     assert str(fake.patches_dir / "smoke.diff") in words
     assert "\n  --- a/tests/test_smoke.py\n  +++ b/tests/test_smoke.py\n" in notes and "  +    assert 1\n" in notes
     # the second patch's new test file is not mapped: a warning, and the notes say so

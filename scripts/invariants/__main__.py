@@ -22,20 +22,32 @@ from . import declared, draw, judges, processes, report
 LOADER = r"""
 import dataclasses, json, os, sys, tempfile
 from transformers.trainer_callback import TrainerState
-# The release's state, as it loads a file once the keys it does not know are dropped (the series' 0001, the way
-# upstream adds TrainerState fields): what a newer release saves must load there, each known key as the release
-# reads it
+# The release's state: the file as saved (does the release load it?), and the file once the keys the release does
+# not know are dropped (the series' 0001, the way upstream adds TrainerState fields: each known key as it reads it)
 KNOWN = {field.name for field in dataclasses.fields(TrainerState)}
-for line in sys.stdin:
+
+
+def load(state):
     fd, path = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps({k: v for k, v in json.loads(json.loads(line)).items() if k in KNOWN}))
+        fh.write(json.dumps(state))
     try:
         TrainerState.load_from_json(path)
-        answer = None
+        return None
     except Exception as exc:
-        answer = f"{type(exc).__name__}: {exc}"
-    os.unlink(path)
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        os.unlink(path)
+
+
+for line in sys.stdin:
+    state = json.loads(json.loads(line))
+    unknown = sorted(key for key in state if key not in KNOWN)
+    answer = {
+        "as_saved": load(state),
+        "known_keys": load({k: v for k, v in state.items() if k in KNOWN}),
+        "unknown": {key: state[key] for key in unknown},
+    }
     print(json.dumps(answer), flush=True)
 """
 
@@ -49,12 +61,16 @@ class ReleaseLoader:
             [sys.executable, "-c", LOADER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
 
-    def __call__(self, text: str) -> str | None:
+    def __call__(self, text: str) -> dict[str, Any]:
+        """`as_saved`: the release's error on the file as saved (None: it loads); `known_keys`: its error once the keys
+        it does not know are dropped; `unknown`: those keys and their saved values."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(text) + "\n")
         self.proc.stdin.flush()
-        answer = json.loads(self.proc.stdout.readline() or '"the loader process ended"')
-        return None if answer is None else str(answer)
+        line = self.proc.stdout.readline()
+        if not line:
+            return {"as_saved": "the loader process ended", "known_keys": "the loader process ended", "unknown": {}}
+        return json.loads(line)
 
 
 def _versions() -> dict[str, Any]:

@@ -95,6 +95,8 @@ class Harness:
         # a parameter the optimizer holds outside the model (`outside`, 0019): the loss adds it times 0, so its
         # gradient is 0, and inf * 0 = NaN when the harness's fault reaches the loss
         self.outside = torch.nn.Parameter(torch.zeros(1)) if config.get("outside") else None
+        # the loss `training_step` returned for each micro-batch of the open window, as the float32 it is
+        self.step_losses: list[float] = []
 
     def progress_bar(self) -> Any:
         from transformers.trainer_callback import ProgressCallback
@@ -197,6 +199,7 @@ class Harness:
                 "samples": self.pending_samples,
                 # fp32: the harness made the loss of the window's micro-batches NaN (their gradient is unchanged)
                 "nan_loss": self.nan_loss,
+                "step_losses": self.step_losses,
                 "steps_before": _optimizer_steps(optimizer),
                 "applied": None,
             }
@@ -204,6 +207,7 @@ class Harness:
         if self.nan_loss:
             self.run.attempts[-1]["expected"]["loss"] = float("nan")
         self.pending, self.pending_samples, self.poison, self.nan_loss = [], [], False, False
+        self.step_losses = []
 
     def _close_last(self) -> None:
         """Whether the previous attempt was applied: the optimizer's own step count moved."""
@@ -241,6 +245,19 @@ class Harness:
                     loss = loss + torch.tensor(float("nan"), device=loss.device)
                     out = (loss, *out[1:]) if isinstance(out, tuple) else loss
             return out
+
+        return wrapped
+
+    def training_step(self, original: Any) -> Any:
+        """The Trainer's `training_step`, recording the loss it returns for the micro-batch (what the Trainer adds
+        to its running total, which `logged-loss-floats` adds up again in float32)."""
+        harness = self
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            loss = original(*args, **kwargs)
+            if torch.is_tensor(loss):
+                harness.step_losses.append(float(loss.detach().float().item()))
+            return loss
 
         return wrapped
 
@@ -368,6 +385,7 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
         trainer.accelerator.native_amp = True
     trainer.compute_loss = harness.compute_loss(trainer.compute_loss)
     trainer.create_optimizer = harness.create_optimizer(trainer.create_optimizer)
+    trainer.training_step = harness.training_step(trainer.training_step)
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     warned = _WarningRecorder(run)

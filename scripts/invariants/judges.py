@@ -580,6 +580,44 @@ def logged_losses(obs: Observation) -> list[str] | None:
     return found if checked else None
 
 
+def logged_loss_floats(obs: Observation) -> list[str] | None:
+    """A logged `loss` whose interval needs no filtering (every window applied, every micro-batch loss finite, each
+    window with targets) is exactly, float for float, what 5.25.0 logs: the losses `training_step` returned, added
+    one by one in float32 from 0 in the order read, divided by the steps of the interval. A run the filter does not
+    concern is unchanged byte for byte. Series claims: 0017 (a filtered window is taken back out; the others are
+    added as before), and every patch that touches the running loss (0005, 0006, 0016, 0022)."""
+    import numpy as np
+
+    found = []
+    checked = False
+    for where, run in _runs(obs):
+        exp = expected(obs, run)
+        if exp is not None and exp.cut:
+            continue  # a cut window's loss: the release's leak, see `contract`
+        start, previous = 0, run.initial_step
+        for log in run.logs:
+            windows = run.attempts[start : log["attempts"]]
+            start, since = log["attempts"], previous
+            previous = log["step"]
+            plain = all(a["applied"] and _kept(obs, a) and a.get("step_losses") for a in windows)
+            plain = plain and all(math.isfinite(x) for a in windows for x in a["step_losses"])
+            if not windows or not plain or log["step"] <= since:
+                continue
+            total = np.float32(0.0)
+            for attempt in windows:
+                for value in attempt["step_losses"]:
+                    total = np.float32(total + np.float32(value))
+            want = float(total) / (log["step"] - since)
+            checked = True
+            if log["loss"] != want:
+                found.append(
+                    f"{where}: loss {log['loss']!r} logged at global_step {log['step']}, but its micro-batch losses "
+                    f"added in float32 in the order read give {want!r} (5.25.0's float)"
+                )
+                break
+    return found if checked else None
+
+
 def train_metrics(obs: Observation) -> list[str] | None:
     """What `train()` returns: its `global_step` is where the contract ends, and `train_loss` the mean of the
     reference losses of the windows this call read that the filter keeps (NaN when it keeps none, also when the call
@@ -865,24 +903,56 @@ def eval_metrics(obs: Observation) -> list[str] | None:
     return found if checked else None
 
 
-LOADER: Callable[[str], str | None] | None = None  # set by the worker: the release's TrainerState.load_from_json
+LOADER: Callable[[str], dict[str, Any]] | None = None  # set by the worker: the release's TrainerState.load_from_json
+
+
+FIELD_DEFAULTS: dict[str, Any] | None = None  # the tree's TrainerState field -> default (read once, when first needed)
+
+
+def _field_defaults() -> dict[str, Any]:
+    """The default of each field of the tree's `TrainerState` (a field saved only when set leaves the file at it)."""
+    global FIELD_DEFAULTS
+    if FIELD_DEFAULTS is None:
+        import dataclasses
+
+        from transformers.trainer_callback import TrainerState
+
+        FIELD_DEFAULTS = {
+            field.name: field.default
+            for field in dataclasses.fields(TrainerState)
+            if field.default is not dataclasses.MISSING
+        }
+    return FIELD_DEFAULTS
 
 
 def release_loads(obs: Observation) -> list[str] | None:
-    """Every checkpoint loads in the release once the keys it does not know are dropped (`TrainerState.load_from_json`
-    of the release on the known keys: the series' 0001, upstream's way of adding fields), also after skips. Series
-    claims: 0001, and every patch that adds a `TrainerState` field (plain fields, appended last)."""
+    """Every checkpoint loads in the release as saved unless it holds new data: a key the release does not know is
+    saved only when its value differs from the field's default (so a run that uses none of the new features saves the
+    release's keys, and its checkpoints load in the release), and once such keys are dropped (`TrainerState.
+    load_from_json` of the release on the known keys: the series' 0001) every checkpoint loads, also after skips.
+    Series claims: 0001, 0007's `saved_when_set`, and every patch that adds a `TrainerState` field."""
     if LOADER is None:
         return None
+    defaults = _field_defaults()
     found = []
     checked = False
     for where, run in _runs(obs):
         for save in run.saves:
             if save.get("state_json"):
                 checked = True
-                error = LOADER(save["state_json"])
-                if error:
-                    found.append(f"{where}: checkpoint-{save['global_step']}: {error}")
+                answer = LOADER(save["state_json"])
+                name = f"{where}: checkpoint-{save['global_step']}"
+                unset = [k for k, v in answer["unknown"].items() if k in defaults and v == defaults[k]]
+                if answer["known_keys"]:
+                    found.append(f"{name}: {answer['known_keys']}")
+                elif unset:
+                    found.append(
+                        f"{name}: holds {unset} at the default: a run that does not use a new field must save the "
+                        f"release's keys (the release: {answer['as_saved']})"
+                    )
+                elif answer["as_saved"] and not answer["unknown"]:
+                    found.append(f"{name}: {answer['as_saved']}")
+                if found:
                     break
     return found if checked else None
 
@@ -925,6 +995,7 @@ INVARIANTS: dict[str, Judge] = {
     "resume-identical": resume_identical,
     "resume-logs": resume_logs,
     "logged-loss": logged_losses,
+    "logged-loss-floats": logged_loss_floats,
     "logged-counts": logged_counts,
     "input-tokens": input_tokens,
     "target-tokens": target_tokens,

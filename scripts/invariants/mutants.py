@@ -48,6 +48,29 @@ MUTANTS: list[Mutant] = [
         "            if False:\n                epochs_trained = ",
     ),
     Mutant(
+        "kept-window-loss-reordered",
+        "0017: a window the filter keeps is added to the running loss as in 5.25.0, float for float (found by the "
+        "cold review of issue 52: a window-summed total changed the logged loss of runs without NaN)",
+        TRAINER,
+        "self._tr_loss.copy_(torch.where(filtered, loss_before_window, self._tr_loss))",
+        "self._tr_loss.copy_(torch.where(filtered, loss_before_window, loss_before_window + (self._tr_loss - loss_before_window)))",
+    ),
+    Mutant(
+        "unset-fields-saved",
+        "0007: a field marked saved_when_set is left out of trainer_state.json while it holds its default",
+        CALLBACK,
+        'if field.metadata.get("saved_when_set") and state[field.name] == field.default:',
+        'if field.metadata.get("saved_when_set") and state[field.name] == field.default and False:',
+    ),
+    Mutant(
+        "skip-count-saved-unset",
+        "0010: a run without a skip saves the release's keys (skipped_optimizer_steps saved only when not 0)",
+        CALLBACK,
+        'skipped_optimizer_steps: int = dataclasses.field(default=0, metadata={"saved_when_set": True})',
+        "skipped_optimizer_steps: int = 0",
+        tree="upstream",
+    ),
+    Mutant(
         "resume-past-max-steps",
         "0008: a run resumed at max_steps trains no further update",
         TRAINER,

@@ -37,6 +37,7 @@ TARGET_KEYS = {
     "companions": False,
     "backports": False,
     "fork": False,
+    "cuts": False,
 }
 REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
 # What a `downstream` scenario's outcome holds, in the order differences are reported. A declaration without
@@ -106,6 +107,10 @@ class Target:
     backports: dict[str, dict[str, str]] = field(default_factory=dict)
     # patch -> why it is carried for forks and not submitted as a pull request ([targets.<name>.fork]): the fork tier
     fork: dict[str, str] = field(default_factory=dict)
+    # upstream-tier patch -> its pull request's cut ([targets.<name>.cuts]): {"needs": [the earlier patches whose code
+    # it needs to work], "reason": why the series patch needs more (one line)}; the cut itself is the file
+    # `cut_path(name)`: the same change made on the bare release and those patches only, the overlap resolved
+    cuts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def tier(self, name: str) -> str:
         """`fork` for a patch of [targets.<name>.fork], else `upstream`."""
@@ -120,6 +125,20 @@ class Target:
 
     def patch_paths(self) -> list[Path]:
         return [self.patch_path(name) for name in self.patches]
+
+    def cut_path(self, name: str) -> Path:
+        """The file of `name`'s cut (`patches/<target>/cuts/<name>`), declared in [targets.<name>.cuts]."""
+        return self.patch_dir / "cuts" / name
+
+    def pr_needs(self, name: str) -> list[str]:
+        """The earlier patches the pull request of `name` holds under it, with theirs, in series order: its cut's
+        `needs` when it has a cut, else what it depends on in the series."""
+        if name not in self.cuts:
+            return self.depends_on(name)
+        needed = set(self.cuts[name]["needs"])
+        for need in self.cuts[name]["needs"]:
+            needed.update(self.depends_on(need))
+        return [patch for patch in self.patches if patch in needed]
 
     def depends_on(self, name: str) -> list[str]:
         """The earlier patches `name` needs (recorded in the manifest), with theirs, in series order."""
@@ -229,6 +248,7 @@ def load(path: str | Path) -> Manifest:
             backports=_backports(path, name, table.get("backports", {}), patches),
             fork=_fork(path, name, table.get("fork", {}), patches, depends, issues),
         )
+        targets[name].cuts = _cuts(path, targets[name], table.get("cuts", {}))
     for target in targets.values():
         for version, pins in target.companions.items():
             for other, other_version in pins.items():
@@ -255,6 +275,32 @@ def _releases(path: Path, name: str, table: object, pinned: str) -> dict[str, st
         if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
             raise SeriesError(f"{where}: {version!r}: the sha256 is not 64 lowercase hex digits")
     return dict(table)
+
+
+def _cuts(path: Path, target: Target, table: object) -> dict[str, dict[str, Any]]:
+    """Validate `[targets.<name>.cuts]`: upstream-tier patch -> {needs = [earlier patches it depends on], reason =
+    one line} (its cut file is verify's to check: `checkout --cut` makes it from the declaration)."""
+    where = f"manifest {path}: [targets.{target.name}.cuts]"
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of "NNNN-....patch" = {{ needs = [...], reason = "..." }}')
+    found: dict[str, dict[str, Any]] = {}
+    for patch, entry in table.items():
+        if patch not in target.patches:
+            raise SeriesError(f"{where}: {patch!r} is not a patch of the list")
+        if target.tier(patch) != UPSTREAM_TIER:
+            raise SeriesError(f"{where}: {patch} is fork tier: only a pull request has a cut")
+        if not isinstance(entry, dict) or sorted(entry) != ["needs", "reason"]:
+            raise SeriesError(f'{where}: {patch}: the entry is {{ needs = [...], reason = "..." }}')
+        needs, reason = entry["needs"], entry["reason"]
+        depends = target.depends_on(patch)
+        if not isinstance(needs, list) or not all(need in depends for need in needs):
+            raise SeriesError(
+                f"{where}: {patch}: needs lists only patches it depends on ([targets.{target.name}.depends])"
+            )
+        if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
+            raise SeriesError(f"{where}: {patch}: the reason must be one line")
+        found[patch] = {"needs": [p for p in target.patches if p in needs], "reason": reason.strip()}
+    return found
 
 
 def _backports(path: Path, name: str, table: object, patches: list[str]) -> dict[str, dict[str, str]]:

@@ -87,6 +87,13 @@ def blocked_by(target: Target, name: str, statuses: Mapping[str, str]) -> list[s
     return found or [dep for dep in needs if statuses.get(dep) == BaseStatus.BLOCKED]
 
 
+def declared_backport(target: Target, version: str | None, name: str) -> str | None:
+    """Why `name` is left out on a base of release `version` when it conflicts there: the manifest declares that it
+    needs a backport to that release (`[targets.<t>.backports]`); None when it declares nothing for it."""
+    reason = target.backports.get(version or "", {}).get(name)
+    return None if reason is None else f"needs a backport to {target.package} {version} (declared: {reason})"
+
+
 def blocked_text(blockers: list[str], statuses: Mapping[str, str]) -> str:
     """`blocked by 0013 (conflict)`: how every command names a blocked patch's status (`blockers` from
     `blocked_by`)."""

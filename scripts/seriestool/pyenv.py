@@ -94,6 +94,38 @@ def ensure_venv(work: str | Path, requirements: str | Path, *, log: Callable[[st
         return _build_venv(work, requirements, key, venv_dir, python, log)
 
 
+def ensure_ruff(work: str | Path, requirements: str | Path, *, log: Callable[[str], None] = print) -> list[str]:
+    """The command of the ruff that `requirements` pins: the pinned venv's when it is built, else a venv of its own
+    that holds only that ruff (`<work>/venv-<key>` of a one-line requirements file, built once)."""
+    python = built_venv(work, requirements)
+    if python is None:
+        lines = Path(requirements).read_text(encoding="utf-8").splitlines()
+        pins = [line.split("#")[0].strip() for line in lines if line.strip().startswith("ruff==")]
+        if not pins:
+            raise SeriesError(f"{requirements} pins no ruff (a `ruff==X` line): nothing to format the tests with")
+        version = pins[0].split("==", 1)[1]
+        # the ruff this interpreter or PATH already has, when it is the pinned version
+        for command in ([sys.executable, "-m", "ruff"], [shutil.which("ruff") or ""]):
+            if command[0] and _ruff_version(command) == version:
+                return command
+        only = Path(work) / "ruff-requirements.txt"
+        only.parent.mkdir(parents=True, exist_ok=True)
+        if not only.is_file() or only.read_text(encoding="utf-8") != pins[0] + "\n":
+            only.write_text(pins[0] + "\n", encoding="utf-8")
+        python = ensure_venv(work, only, log=log)
+    return [str(python), "-m", "ruff"]
+
+
+def _ruff_version(command: list[str]) -> str | None:
+    """The version `command --version` prints (`ruff 0.14.10`), None when it does not run."""
+    try:
+        proc = subprocess.run([*command, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except OSError:
+        return None
+    words = proc.stdout.split()
+    return words[-1] if proc.returncode == 0 and words else None
+
+
 def _build_venv(
     work: str | Path, requirements: Path, key: str, venv_dir: Path, python: Path, log: Callable[[str], None]
 ) -> Path:

@@ -79,6 +79,9 @@ class PatchResult:
     # for an upstream-tier patch that went in: whether it also goes in on the base with only the upstream-tier patches
     # before it (no fork-tier patch under it); None for a fork-tier patch or one that did not go in
     upstream_stack: bool | None = None
+    # for a patch with a cut ([targets.<target>.cuts]), what verify found of it on the pinned base: {"file", "needs",
+    # "applies", "same_change", "carried", "red", "green", "style_clean", "ok"}; None without a cut
+    cut: dict[str, Any] | None = None
 
     @property
     def red_without_fix(self) -> bool:
@@ -98,6 +101,8 @@ class PatchResult:
         elif self.base_status == BaseStatus.BLOCKED:
             self.verdict = Verdict.BLOCKED
         elif not self.applies or self.hidden_dependency or self.upstream_stack is False:
+            self.verdict = Verdict.FAIL
+        elif self.cut is not None and not self.cut.get("ok"):
             self.verdict = Verdict.FAIL
         elif not self.checked:
             self.verdict = Verdict.NOT_CHECKED
@@ -135,6 +140,7 @@ class PatchResult:
             "green": asdict(self.green) if self.green else None,
             "style": asdict(self.style) if self.style else None,
             "hidden_dependency": self.hidden_dependency,
+            "cut": self.cut,
             "problems": self.problems,
             "notes": self.notes,
         }

@@ -285,9 +285,11 @@ def _definition(node: ast.stmt, name: str) -> ast.stmt | None:
 
 def _renames(new: ast.Module, have: dict[str, ast.stmt], source: str) -> dict[str, str]:
     """The helpers of `new` that the home file defines differently (another class or function of the same name):
-    each gets a new name, suffixed with the new file's topic (`run_scenario` of test_trainer_logged_loss.py ->
-    `run_scenario_logged_loss`), so that the moved tests keep their own."""
-    stem = Path(source).stem.removeprefix("test_").removeprefix("trainer_")
+    each gets a new name, suffixed with the last two words of the new file's topic, short as upstream's helper names
+    are (`run_scenario` of test_trainer_logged_loss.py -> `run_scenario_logged_loss`; `RegressionModel` of
+    test_trainer_skipped_optimizer_step_count.py -> `RegressionModelStepCount`), so that the moved tests keep their
+    own."""
+    stem = "_".join(Path(source).stem.removeprefix("test_").removeprefix("trainer_").split("_")[-2:])
     tests = set(test_classes(new))
     renames: dict[str, str] = {}
     taken = set(have) | {name for node in new.body for name in _bound(node)}

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import base as base_mod
 from . import companions as companions_mod
+from . import cuts as cuts_mod
 from . import patchfile, placement, reports, upstream_tests
 from .am import am_series
 from .base import BaseSpec
@@ -284,8 +285,108 @@ def verify_target(
             )
         res.decide()
         prev = commit
+    if not moved:
+        for res in results:
+            if res.name in target.cuts and res.applies and res.checked:
+                stem = logs / f"cut-{res.name.removesuffix('.patch')}"
+                verify_cut(ctx, target, repo, base, res, runs, stem, placing.preimages)
+                res.decide()
+        repo.reset_hard(prev)  # the series again, for what comes after (the companions' stage)
     check_upstream_stack(ctx, target, repo, base, results, placing.preimages)
     return results
+
+
+def verify_cut(
+    ctx: Context,
+    target: Target,
+    repo: Repo,
+    base: str,
+    res: PatchResult,
+    runs: Runs,
+    stem: Path,
+    preimages: Callable[[], Any] | None = None,
+) -> None:
+    """The cut of `res`'s patch ([targets.<t>.cuts], its pull request's branch) on the pinned base: it goes in on the
+    patches it needs alone, makes the series patch's change (cuts.differences), and its tests are red without it and
+    green with it, ruff-clean. `res.cut` says what was found; a problem fails the patch."""
+    name, where = res.name, f"[{target.name} cut {res.name[:4]}]"
+    cut = target.cut_path(name)
+    needs = target.pr_needs(name)
+    found: dict[str, Any] = {"file": f"cuts/{name}", "needs": needs, "applies": False, "ok": False}
+    res.cut = found
+    if not cut.is_file():
+        res.problems.append(
+            f"its cut {found['file']} does not exist: `series.py checkout --cut {name[:4]}`, then `export --cut "
+            f"{name[:4]}`"
+        )
+        return
+    repo.reset_hard(base)
+    for need in needs:
+        # as `branches` puts them under the cut
+        placed = placement.place(repo, target.patch_path(need), preimages=preimages)
+        if not placed.status.went_in:
+            res.problems.append(f"its cut needs {need[:4]}, which does not go in under it ({placed.status})")
+            return
+    under = repo.out("rev-parse", "HEAD")
+    proc = repo.am([cut], committer_date_is_author_date=True)
+    if proc.returncode != 0:
+        repo.am_abort()
+        res.problems.append(f"its cut does not apply on the pinned base{' and ' if needs else ''}{_names(needs)}")
+        return
+    found["applies"] = True
+    commit = repo.out("rev-parse", "HEAD")
+    others = {other: target.patch_path(other).read_text(encoding="utf-8") for other in cuts_mod.left_out(target, name)}
+    missing, extra, carried = cuts_mod.differences(
+        target.patch_path(name).read_text(encoding="utf-8"), cut.read_text(encoding="utf-8"), others
+    )
+    found["same_change"] = not missing and not extra
+    found["carried"] = carried
+    res.problems += [f"its cut lacks a line of the patch: {line}" for line in missing[:3]]
+    res.problems += [f"its cut adds a line that no patch it leaves out adds: {line}" for line in extra[:3]]
+    changes = repo.changes(under, commit)
+    added = [c.path for c in changes if c.status == "A" and c.path.startswith(target.tests)]
+    tests = [p for p in added if is_test_file(p)]
+    touched_py = [c.path for c in changes if c.status != "D" and c.path.endswith(".py")]
+    common: dict[str, Any] = {"python": runs.python, "repo_dir": repo.path, "source_dir": target.source_dir}
+    common.update(files=tests, device=runs.device, timeout=runs.timeout, extra_paths=runs.paths)
+    runs_of: dict[str, PytestRun] = {}
+    if tests:
+        for stage, expect, tree, counted in (
+            ("red", RunStatus.RED, under, "failed"),
+            ("green", RunStatus.GREEN, commit, "passed"),
+        ):
+            repo.reset_hard(tree)
+            if stage == "red":
+                repo.run("checkout", commit, "--", *added)
+            say = prefixed(ctx.log, f"{where} {stage}")
+            run = cached_pytest(runs.cache, log_stem=Path(f"{stem}.{stage}"), expect=expect, say=say, **common)
+            runs_of[stage] = run
+            ctx.log(f"{where} {stage}: {_progress(run, counted, 'total' if stage == 'red' else 'skipped')}")
+    red, green = runs_of.get("red"), runs_of.get("green")
+    repo.reset_hard(commit)
+    style = run_style(runs.python, repo.path, touched_py, base=under)
+    found["red"] = None if red is None else _progress(red, "failed", "total")
+    found["green"] = None if green is None else _progress(green, "passed", "skipped")
+    found["style_clean"] = style.clean
+    if red is None or red.status != RunStatus.RED:
+        res.problems.append(f"without its cut the tests are {red.status if red else 'missing'}, not red")
+    if green is None or green.status != RunStatus.GREEN:
+        res.problems.append(f"with its cut the tests are {green.status if green else 'missing'}, not green")
+    if not style.clean:
+        res.problems.append("its cut is not ruff-clean")
+    found["ok"] = bool(found["same_change"] and red and red.status == RunStatus.RED and green)
+    found["ok"] = found["ok"] and green is not None and green.status == RunStatus.GREEN and style.clean
+    alone = f"on the pinned base{' and ' + _names(needs) if needs else ' alone'}"
+    carries = f"; it carries lines of {_names(carried)} it needs" if carried else ""
+    res.notes.append(
+        f"its pull request's cut ({found['file']}) goes in {alone}: the same change{carries}, tests red "
+        f"{found['red']}, green {found['green']}, style {'clean' if style.clean else 'NOT CLEAN'}"
+    )
+    ctx.log(f"{where} {'ok' if found['ok'] else 'NOT OK'}: goes in {alone}")
+
+
+def _names(patches: list[str]) -> str:
+    return ", ".join(patch[:4] for patch in patches)
 
 
 def check_upstream_stack(

@@ -2,6 +2,9 @@
 logged step and batch counts against the harness's records, in a run and after a resume with the same or other
 arguments, with skipped steps, a log without them and a run without a gradient scaler."""
 
+import json
+
+import numpy as np
 import pytest
 
 
@@ -194,3 +197,77 @@ def test_the_facts_say_whether_the_callback_stopped_an_epoch_before_the_checkpoi
     obs.resumed_from["epoch_end"] = True
     facts = judges.facts(obs)
     assert facts["epoch_stopped_before_resume"] and facts["resumed_from_epoch_end"]
+
+
+def _saved(**state):
+    run = Run(1, 1)
+    run.saves.append({"global_step": 2, "state_json": json.dumps(state)})
+    return Observation({}, run)
+
+
+@pytest.mark.parametrize(
+    "state, answer, wrong",
+    [
+        # the release's keys only: it loads as saved
+        ({"global_step": 2}, {"as_saved": None, "known_keys": None, "unknown": {}}, None),
+        # new data, set: the release refuses it as saved (any newer checkpoint), and loads it once the key is dropped
+        (
+            {"global_step": 2, "skipped_optimizer_steps": 1},
+            {"as_saved": "TypeError: x", "known_keys": None, "unknown": {"skipped_optimizer_steps": 1}},
+            None,
+        ),
+        # a new field saved at its default: a run without the feature must save the release's keys
+        (
+            {"global_step": 2, "skipped_optimizer_steps": 0},
+            {"as_saved": "TypeError: x", "known_keys": None, "unknown": {"skipped_optimizer_steps": 0}},
+            "holds ['skipped_optimizer_steps'] at the default",
+        ),
+        # a known key the release cannot read, even with the unknown keys dropped
+        (
+            {"global_step": "x"},
+            {"as_saved": "TypeError: y", "known_keys": "TypeError: y", "unknown": {}},
+            "TypeError: y",
+        ),
+    ],
+)
+def test_a_checkpoint_holds_new_keys_only_when_set_and_loads_in_the_release(monkeypatch, state, answer, wrong):
+    monkeypatch.setattr(judges, "LOADER", lambda text: answer)
+    monkeypatch.setattr(judges, "FIELD_DEFAULTS", {"global_step": 0, "skipped_optimizer_steps": 0})
+    found = judges.release_loads(_saved(**state))
+    if wrong is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and wrong in found[0], found
+
+
+def _summed(values):
+    import numpy as np
+
+    total = np.float32(0.0)
+    for value in values:
+        total = np.float32(total + np.float32(value))
+    return float(total)
+
+
+@pytest.mark.parametrize(
+    "logged, wrong",
+    [
+        # 5.25.0's float: each micro-batch's loss added in float32 in the order read, over the interval's 2 steps
+        (_summed([2.95, 4.71, 4.17, 0.51, 4.36, 0.65, 3.78, 1.29]) / 2, False),
+        # the same losses summed per window first (what 0017 did before the cold review): another float
+        (
+            float(np.float32(_summed([2.95, 4.71, 4.17, 0.51])) + np.float32(_summed([4.36, 0.65, 3.78, 1.29]))) / 2,
+            True,
+        ),
+    ],
+)
+def test_a_run_the_filter_does_not_concern_logs_the_release_s_float(monkeypatch, logged, wrong):
+    monkeypatch.setattr(judges, "expected", lambda obs, run: None)
+    windows = [[2.95, 4.71, 4.17, 0.51], [4.36, 0.65, 3.78, 1.29]]
+    attempts = [
+        {"index": i, "applied": True, "step_losses": losses, "expected": {"loss": sum(losses), "targets": 4}}
+        for i, losses in enumerate(windows)
+    ]
+    run = Run(1, 4, attempts=attempts, logs=[{"step": 2, "loss": logged, "attempts": 2}])
+    found = judges.logged_loss_floats(Observation({"fp16": False}, run))
+    assert bool(found) is wrong, found

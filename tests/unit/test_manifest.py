@@ -188,7 +188,7 @@ BAD = {
     "unknown_target_key_far_off": (
         _table(zzz="1"),
         r"manifest PATH: \[targets.fake\] has an unknown key 'zzz' \(known: package, version, .*, downstream, issues, "
-        r"test_homes, shared_helpers, saved_state, releases, companions, backports, fork\)",
+        r"test_homes, shared_helpers, saved_state, releases, companions, backports, fork, cuts\)",
     ),
     "downstream_not_table": (
         _table(downstream="[1]"),

@@ -149,3 +149,17 @@ def test_built_venv_is_only_a_whole_one(tmp_path):
     assert pyenv.built_venv(tmp_path, requirements) is None  # half-built: no marker
     (venv / pyenv.MARKER).write_text("", encoding="utf-8")
     assert pyenv.built_venv(tmp_path, requirements) == python
+
+
+def test_ensure_ruff_takes_the_pinned_ruff_it_finds_and_never_another(tmp_path):
+    """Before: `branches` used any ruff on PATH, or none (the moved tests left unformatted). Now it takes the ruff
+    of the pinned version only: the one this interpreter has (here, in the pinned venv), else one it installs."""
+    found = pyenv._ruff_version([sys.executable, "-m", "ruff"])
+    if found is None:
+        pytest.skip("this interpreter has no ruff")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"pytest==8.0\nruff=={found}  # the pin\n", encoding="utf-8")
+    assert pyenv.ensure_ruff(tmp_path / "work", requirements) == [sys.executable, "-m", "ruff"]
+    requirements.write_text("pytest==8.0\n", encoding="utf-8")
+    with pytest.raises(SeriesError, match="pins no ruff"):
+        pyenv.ensure_ruff(tmp_path / "work", requirements)

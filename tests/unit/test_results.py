@@ -224,6 +224,7 @@ def test_to_json():
             "format_output": "",
         },
         "hidden_dependency": False,
+        "cut": None,
         "problems": [],
         "notes": [],
     }

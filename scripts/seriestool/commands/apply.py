@@ -2,13 +2,14 @@
 
 import argparse
 
+from .. import base as base_mod
 from .. import prtemplate, reports
 from ..am import check_patches
 from ..clone import blocking_branch, open_clean_clone
 from ..context import Context
 from ..errors import SeriesError
 from ..git import Repo
-from ..placement import Placement, blocked_by, blocked_text, landed, place
+from ..placement import Placement, blocked_by, blocked_text, declared_backport, landed, place
 from ..preimages import PREIMAGES_REF, loader
 from ..statuses import BaseStatus
 
@@ -22,15 +23,19 @@ The clone must have a clean work tree. Patches its HEAD already holds (landed up
 the others go in as `verify` places them (cleanly, or with `git am --3way` and the blobs the patches
 were made against), one commit each, on a new branch. A patch that does not apply is left out when the
 last `verify` on this HEAD (`verify --base path:CLONE`) found it fixed upstream differently, as
-`checkout` and `branches` do. When another one does not apply, every patch is still tried and its
-status printed (one that depends on it is `blocked by` it, and not tried), and the clone is left exactly
-as it was (branch deleted, original branch checked out).
+`checkout` and `branches` do, or when the manifest declares that it needs a backport to the clone's
+release (`backports`: a fork of 5.24.0 gets every other patch). When another one does not apply, every
+patch is still tried and its status printed (one that depends on it is `blocked by` it, and not tried),
+and the clone is left exactly as it was (branch deleted, original branch checked out). With
+--leave-out-conflicts, such a patch is left out instead (nothing of it is kept), with the patches that
+depend on it, each named with why, and the branch holds the rest.
 
-example:
+examples:
   python3 scripts/series.py apply --repo ~/src/transformers --branch my-series
+  python3 scripts/series.py apply --repo ~/src/my-fork --leave-out-conflicts
 
-exit status: 0 branch made; 2 bad input (dirty clone, existing branch, a patch that does not apply):
-nothing changed."""
+exit status: 0 branch made (with --leave-out-conflicts, also when it left patches out); 2 bad input (dirty
+clone, existing branch, a patch that does not apply): nothing changed."""
 NEEDS_GIT = True
 NEEDS_WORK = True
 LOCKS_WORK = False
@@ -40,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", required=True, metavar="PATH", help="the clone (clean work tree)")
     p.add_argument("--branch", metavar="NAME", help="new branch (default: series/<target>)")
     p.add_argument("--target", help="target in the manifest (default: the first)")
+    p.add_argument(
+        "--leave-out-conflicts",
+        action="store_true",
+        help="leave a patch that does not apply out (with the patches that depend on it) and apply the rest",
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -78,6 +88,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     # files moved lacks the versions between two patches, which only the series' own commits hold.
     had_preimages = repo.rev(PREIMAGES_REF) is not None
     preimages = loader(repo, target, ctx.downloads, ctx.log)
+    version = base_mod.version_of(repo, head, target)
     original = repo.current_branch() or head
     repo.run("checkout", "--quiet", "-b", branch)
     results: list[tuple[str, str, list[str]]] = []
@@ -105,6 +116,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 results.append(
                     (name, f"left out: fixed upstream differently, as the verify of {verdict.date} found", [])
                 )
+            elif (backport := declared_backport(target, version, name)) is not None:
+                results.append((name, f"left out: {backport}", []))
+            elif getattr(args, "leave_out_conflicts", False):
+                files = [conflict.file for conflict in placed.conflicts]
+                results.append((name, "left out: conflict", files))
             else:
                 # Left out; the later patches are still tried (without it), so that the output says where each
                 # one stands, as verify does. Nothing is kept.
@@ -133,7 +149,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     applied = sum(1 for _, state, _ in results if state.startswith("applied"))
     present_count = sum(1 for _, state, _ in results if state == "already present")
     left = len(results) - applied - present_count
-    left_out = f", {left} left out (fixed upstream differently)" if left else ""
+    left_out = f", {left} left out (named above)" if left else ""
     ctx.out(f"branch {branch}: {applied} applied, {present_count} already present{left_out}")
     return 0
 

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             _publish(repo, tmp / "repo", moves)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _report(ctx, target, repo, base, ref, plan, moves, judged, homes_in_base, formatted=ruff is not None)
+    _report(ctx, target, repo, base, ref, plan, moves, judged, homes_in_base)
     _record(ctx, target, repo, base, ref, plan)
     conflicts = [entry.patch for entry in plan.values() if entry.status == BaseStatus.CONFLICT]
     if conflicts:
@@ -221,15 +221,17 @@ def _build(
         if patch in present:
             entry.status, entry.why = BaseStatus.ALREADY_UPSTREAM, "already upstream (the base holds the whole patch)"
             continue
-        statuses = {dep: str(plan[dep].status) for dep in target.depends_on(name)}
+        # the patches its pull request holds under it: those its cut needs where it has one ([targets.<t>.cuts])
+        needs = target.pr_needs(name)
+        statuses = {dep: str(plan[dep].status) for dep in needs}
         blockers = blocked_by(target, name, statuses)
         if blockers:
             # It needs a patch that gets no branch here: no branch for it either (its pull request would not work
             # without that one), and it is not tried without it.
             entry.status, entry.why = BaseStatus.BLOCKED, blocked_text(blockers, statuses)
             continue
-        entry.holds = [dep for dep in target.depends_on(name) if plan[dep].tip is not None]
-        entry.without = [dep for dep in target.depends_on(name) if plan[dep].tip is None]
+        entry.holds = [dep for dep in needs if plan[dep].tip is not None]
+        entry.without = [dep for dep in needs if plan[dep].tip is None]
         scratch.reset_hard(base)
         chain: list[tuple[str, str]] = []  # (patch, commit) of the branch, in order
         for dep in entry.holds:
@@ -241,14 +243,15 @@ def _build(
             chain.append((dep, reauthor(scratch, author)))
         if entry.status == BaseStatus.CONFLICT:
             continue
-        placed = place(scratch, patch, preimages=preimages)
+        cut = target.cut_path(name)
+        placed = place(scratch, cut if name in target.cuts and cut.is_file() else patch, preimages=preimages)
         entry.status = placed.status
         if placed.status.went_in:
             entry.tip = reauthor(scratch, author)
             if move_tests and target.tier(name) != FORK_TIER:
                 chain.append((name, entry.tip))
                 try:
-                    entry.tip, entry.moved = _move_tests(scratch, target, base, chain, ruff)
+                    entry.tip, entry.moved = _move_tests(scratch, target, base, chain, ruff, ctx.manifest.path.parent)
                 except SeriesError as exc:
                     entry.tests_stay = str(exc)
             continue
@@ -266,22 +269,45 @@ def _build(
     return plan
 
 
-def _ruff(ctx: Context) -> list[str] | None:
-    """The ruff that formats the moved tests: the pinned venv's when it is built, else one on PATH, else None."""
-    python = pyenv.built_venv(ctx.work, ctx.requirements)
-    if python is not None:
-        return [str(python), "-m", "ruff"]
-    found = shutil.which("ruff")
-    return [found] if found else None
+def _ruff(ctx: Context) -> list[str]:
+    """The ruff that formats the moved tests: the pinned one (`scripts/requirements-test.txt`), from the pinned venv
+    when it is built, else installed on its own (the branches are never left with unformatted tests)."""
+    return pyenv.ensure_ruff(ctx.work, ctx.requirements, log=ctx.log)
+
+
+def _change_upstream_tests(scratch: Repo, target: Target, patch: str, folder: Path) -> list[str]:
+    """Apply to the scratch work tree the changes of upstream's tests that `patch` declares
+    ([targets.<t>.upstream_tests_changed], each `diff` below `folder`, the manifest's): upstream's CI runs those tests
+    on the pull request's branch. Returns the files changed. A diff that does not apply is a SeriesError."""
+    changed = []
+    for entry in target.upstream_tests_changed.get(patch, []):
+        if not entry.get("diff"):
+            continue
+        diff = folder / entry["diff"]
+        proc = scratch.run("apply", "--recount", str(diff), check=False)
+        if proc.returncode != 0:
+            raise SeriesError(
+                f"{diff.name}, the change {patch[:4]} declares to {entry['test']}, does not apply to the branch: "
+                f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
+            )
+        numstat = scratch.out("apply", "--numstat", "--recount", "-R", str(diff)).splitlines()
+        changed += [line.split("\t")[-1] for line in numstat if line.strip()]
+    return changed
 
 
 def _move_tests(
-    scratch: Repo, target: Target, base: str, chain: list[tuple[str, str]], ruff: list[str] | None
+    scratch: Repo,
+    target: Target,
+    base: str,
+    chain: list[tuple[str, str]],
+    ruff: list[str] | None,
+    folder: Path,
 ) -> tuple[str, list[str]]:
     """Make the commits of `chain` (patch, commit) again on `base`, each carrying the new test files of the patches
     so far moved into their homes (testhomes.plan_chain, what `homes` writes) instead of the files themselves; each
-    commit keeps its message and author, its committer date its author date. Returns the new tip and the homes of the
-    last patch's tests. A SeriesError (a test class without a home) leaves HEAD as it was, at the last commit."""
+    commit keeps its message and author, its committer date its author date, and carries the changes to upstream's
+    tests that its patches declare (`_change_upstream_tests`). Returns the new tip and the homes of the last patch's
+    tests. A SeriesError (a test class without a home) leaves HEAD as it was, at the last commit."""
 
     def reader(commit: str) -> Callable[[str], str | None]:
         def read(path: str) -> str | None:
@@ -293,7 +319,7 @@ def _move_tests(
     names = [patch for patch, _ in chain]
     moved = [testhomes.plan_chain(target, names[: i + 1], reader(base), reader(c)) for i, (_, c) in enumerate(chain)]
     scratch.reset_hard(base)
-    for (_, commit), found in zip(chain, moved, strict=True):
+    for i, ((_, commit), found) in enumerate(zip(chain, moved, strict=True)):
         if ruff is not None:
             testhomes.format_moved(found, ruff, scratch.path)
         scratch.run("read-tree", "--reset", "-u", commit)
@@ -302,7 +328,8 @@ def _move_tests(
         for home, text in found.after.items():
             (scratch.path / home).parent.mkdir(parents=True, exist_ok=True)
             (scratch.path / home).write_text(text, encoding="utf-8")
-        scratch.run("add", "--all", "--", *sorted({*found.sources, *found.after}))
+        changed = [path for patch in names[: i + 1] for path in _change_upstream_tests(scratch, target, patch, folder)]
+        scratch.run("add", "--all", "--", *sorted({*found.sources, *found.after, *changed}))
         date = scratch.out("log", "-1", "--format=%ad", "--date=raw", commit)
         scratch.run(
             "commit",
@@ -314,9 +341,34 @@ def _move_tests(
             commit,
             env={"GIT_COMMITTER_DATE": date},
         )
+        # the message names the new test files: on the branch they are classes of their homes
+        message = scratch.out("log", "-1", "--format=%B", commit)
+        moved_message = _name_homes(message, found.moves)
+        if moved_message != message:
+            scratch.run(
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "--allow-empty",
+                "--amend",
+                "--cleanup=verbatim",
+                "-F",
+                "-",
+                input=moved_message + "\n",
+                env={"GIT_COMMITTER_DATE": date},
+            )
     own = set(moved[-1].sources) - (set(moved[-2].sources) if len(moved) > 1 else set())
     homes = list(dict.fromkeys(m.home for m in moved[-1].moves if m.source in own))
     return scratch.out("rev-parse", "HEAD"), homes
+
+
+def _name_homes(message: str, moves: list[testhomes.Moved]) -> str:
+    """`message` with each moved test file's path replaced by the home file it moved into (`homes` names the home's
+    classes in the pull request's notes)."""
+    for move in moves:
+        if move.source and move.source != move.home:
+            message = message.replace(move.source, move.home)
+    return message
 
 
 def _files(placed: Placement) -> str:
@@ -399,8 +451,6 @@ def _report(
     moves: list[tuple[str, str, str | None]],
     judged: dict[str, Judgement],
     homes_in_base: list[str],
-    *,
-    formatted: bool = True,
 ) -> None:
     moved = {branch: old for branch, _, old in moves}
     made = [entry for entry in plan.values() if entry.tip is not None]
@@ -444,11 +494,6 @@ def _report(
         ctx.out(
             f"tests: {ref} of {repo.path} holds none of upstream's test files that [targets.{target.name}.test_homes] "
             "names: the branches add the new test files as they are (a clone of upstream moves them home)"
-        )
-    if homes_in_base and prs_made and not formatted:
-        ctx.out(
-            "tests: no ruff (neither the pinned venv, not built yet, nor one on PATH): the moved tests are not "
-            "formatted; `homes NNNN` formats and checks them"
         )
     for entry in prs_made if homes_in_base else []:
         if entry.moved:

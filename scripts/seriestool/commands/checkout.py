@@ -12,10 +12,11 @@ from .. import base as base_mod
 from .. import patchfile, reports
 from ..am import am_series, check_patches
 from ..context import Context
+from ..cuts import CUT_BASE_REF, cut_checkout_dir
 from ..errors import SeriesError
 from ..git import FORMAT_PATCH_ARGS, Repo
-from ..manifest import Target
-from ..placement import Placement, blocked_by, blocked_text, landed, place
+from ..manifest import Target, find_patch
+from ..placement import Placement, blocked_by, blocked_text, declared_backport, landed, place
 from ..preimages import loader
 from ..statuses import BaseStatus
 
@@ -63,6 +64,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--stop-at-conflict",
         action="store_true",
         help="when a patch does not apply, keep DIR with `git am` stopped there (exit 1) to resolve it by hand",
+    )
+    p.add_argument(
+        "--cut",
+        metavar="NNNN",
+        help="the pull request's cut of an upstream-tier patch ([targets.<t>.cuts]): the pinned base, the patches it "
+        "needs and the cut (default DIR: <work>/checkouts/<target>-cut-NNNN); without a cut file yet, `git am` stops "
+        "at the series patch for you to resolve the overlap (exit 1); then `export --cut NNNN`",
     )
 
 
@@ -155,6 +163,8 @@ def clean_leftovers(dest: Path, log: Callable[[str], None]) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     target = ctx.manifest.default_target(args.target)
     check_patches(target)
+    if getattr(args, "cut", None) is not None:
+        return _checkout_cut(args, ctx, target)
     spec = base_mod.parse_spec(args.base, target)
     base_mod.check_spec(spec)
     dest = Path(args.dir).resolve() if args.dir else ctx.checkout_dir(target)
@@ -242,13 +252,15 @@ def place_as_verify(
     """Put the patches on a base other than the pinned sdist one by one, the way `verify` judges them
     (placement.py): a patch the base already holds is left out, one that applies goes in (with a 3-way merge
     where needed), and one that conflicts is left out when the last `verify` on this base found that upstream
-    fixed it differently (its tests pass without it). One that depends on a conflicting one is blocked: left out,
+    fixed it differently (its tests pass without it), or when the manifest declares that it needs a backport to the
+    base's release (`backports`). One that depends on a conflicting one is blocked: left out,
     not tried. Any other conflict stops: with `keep`, `git am` is left stopped at that patch with the rest queued.
 
     Returns (the patches that went in, [(patch, why)] left out, the patch that failed or None, its files)."""
     judged = reports.judged(ctx.work, target, base)
     present = landed(repo, base, target.patch_paths(), ctx.work_dir())
     preimages = loader(repo, target, ctx.downloads, ctx.log)
+    version = base_mod.version_of(repo, base, target)
 
     went_in: list[str] = []
     left_out: list[tuple[str, str]] = []
@@ -277,6 +289,12 @@ def place_as_verify(
             statuses[name] = BaseStatus.FIXED_DIFFERENTLY
             left_out.append((name, f"fixed upstream differently, as the verify of {verdict.date} found"))
             continue
+        backport = declared_backport(target, version, name)
+        if backport is not None:
+            # A release older than the pin, where the manifest says it needs a backport: left out, with the patches
+            # that need it (blocked), as verify reports them
+            left_out.append((name, backport))
+            continue
         files = [conflict.file for conflict in placed.conflicts]
         ctx.log(
             f"conflict {name}: {', '.join(conflict.describe() for conflict in placed.conflicts) or 'git am failed'}"
@@ -292,3 +310,87 @@ def place_as_verify(
     if failed is not None:
         return went_in, left_out, failed[0], failed[1]
     return went_in, left_out, None, None
+
+
+def _checkout_cut(args: argparse.Namespace, ctx: Context, target: Target) -> int:
+    """A checkout to make or edit the cut of one upstream-tier patch: the pinned sdist, the patches the cut needs
+    (one commit each), then the cut (its file), or, while it has none, the series patch stopped where it does not go
+    in without the rest of the series (`git am --3way`, conflict markers to resolve)."""
+    name = find_patch(target, args.cut)
+    if name not in target.cuts:
+        raise SeriesError(
+            f"{name} has no cut declared: add it to [targets.{target.name}.cuts] in {ctx.manifest.path.name} "
+            '(needs = [the patches whose code it needs], reason = "...") first'
+        )
+    if args.base not in (None, "sdist"):
+        raise SeriesError("--cut is made on the pinned sdist only: leave --base out")
+    dest = Path(args.dir).resolve() if args.dir else cut_checkout_dir(ctx, target, name)
+    clean_leftovers(dest, ctx.log)
+    check_destination(dest, args.replace)
+    if args.replace:
+        check_unexported_cut(dest, target, name, args.discard_unexported)
+    spec = base_mod.parse_spec(None, target)
+    staging = make_staging(dest)
+    try:
+        repo_dir = staging / "repo"
+        base_mod.create(target, spec, repo_dir, downloads=ctx.downloads, log=ctx.log)
+        repo = Repo(repo_dir, isolated=True)
+        repo.run("config", "series.cut", name)
+        preimages = loader(repo, target, ctx.downloads, ctx.log)
+        for need in target.pr_needs(name):
+            # as `branches` puts them under the cut: cleanly, or 3-way with the blobs they were made against
+            placed = place(repo, target.patch_path(need), preimages=preimages)
+            if not placed.status.went_in:
+                raise SeriesError(
+                    f"{need}, which the cut of {name[:4]} needs, does not go in under it ({placed.status})"
+                )
+        repo.run("update-ref", CUT_BASE_REF, "HEAD")
+        cut = target.cut_path(name)
+        stopped = False
+        if cut.is_file():
+            proc = repo.am([cut], committer_date_is_author_date=True)
+            if proc.returncode != 0:
+                repo.am_abort()
+                raise SeriesError(f"the cut {cut} does not apply on the pinned base and the patches it needs")
+        else:
+            preimages()
+            proc = repo.am([target.patch_path(name)], three_way=True, committer_date_is_author_date=True)
+            stopped = proc.returncode != 0
+        repo.run("update-ref", MADE_REF, "HEAD")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.rename(repo_dir, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    needs = ", ".join(n[:4] for n in target.pr_needs(name)) or "nothing"
+    if stopped:
+        ctx.out(
+            f"{dest}: the pinned base + {needs}; git am stopped at {name} (it does not go in without the rest of the "
+            "series). Resolve the conflicts so that the commit works on its own (what it needs of another patch's "
+            f"code, it carries), `git add` the files, `git am --continue`, then `series.py export --cut {name[:4]}`."
+        )
+        return 1
+    ctx.out(f"{dest}: the pinned base + {needs} + the cut of {name[:4]} ({cut.name}); edit it, then export --cut")
+    return 0
+
+
+def check_unexported_cut(dest: Path, target: Target, name: str, discard: bool) -> None:
+    """--replace on a cut checkout: refuse to throw away a cut commit that differs from the exported cut file."""
+    repo = Repo(dest, isolated=True)
+    if discard or not (dest / ".git").is_dir() or repo.rev(CUT_BASE_REF) is None:
+        return
+    commits = repo.commits(f"{CUT_BASE_REF}..HEAD")
+    cut = target.cut_path(name)
+    if repo.operation_in_progress() or [line for line in repo.status() if not line.startswith("??")]:
+        raise SeriesError(f"{dest} holds uncommitted work on the cut; export it, or pass --discard-unexported")
+    if commits and (not cut.is_file() or patch_id(repo, repo.out("show", "HEAD")) != patch_id(repo, _read(cut))):
+        raise SeriesError(f"{dest} holds a cut that was never exported; export it, or pass --discard-unexported")
+
+
+def patch_id(repo: Repo, text: str) -> str:
+    """`git patch-id --stable` of a patch or `git show` text: the same for the same change, whatever its message."""
+    return (repo.run("patch-id", "--stable", input=text).stdout.split() or [""])[0]
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")

@@ -9,8 +9,10 @@ from .. import manifest as manifest_mod
 from .. import patchfile
 from ..base import BASE_TAG
 from ..context import Context
+from ..cuts import CUT_BASE_REF, cut_checkout_dir
 from ..errors import SeriesError
 from ..git import Repo
+from ..manifest import find_patch
 
 
 NAME = "export"
@@ -37,9 +39,16 @@ LOCKS_WORK = True
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target (default: the one the checkout was made for, else the first)")
     p.add_argument("--dir", help="the checkout (default: <work>/checkouts/<target>)")
+    p.add_argument(
+        "--cut",
+        metavar="NNNN",
+        help="write the cut of this patch (patches/<target>/cuts/) from its cut checkout (`checkout --cut NNNN`)",
+    )
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    if getattr(args, "cut", None) is not None:
+        return _export_cut(args, ctx)
     dest = Path(args.dir).resolve() if args.dir else None
     if dest is not None and args.target is None and Repo(dest).is_work_tree():
         recorded = Repo(dest).config("series.target")
@@ -56,12 +65,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     base = repo.rev(BASE_TAG)
     if base is None:
         raise SeriesError(f"{dest} has no {BASE_TAG} tag; it was not made by `series.py checkout`")
-    busy = repo.operation_in_progress()
-    if busy:
-        raise SeriesError(f"{dest} has an unfinished {busy}; finish or abort it first")
-    dirty = [line for line in repo.status() if not line.startswith("??")]
-    if dirty:
-        raise SeriesError(f"{dest} has uncommitted changes ({dirty[0][3:]}); commit them first")
+    _check_settled(repo, dest)
     head = repo.out("rev-parse", "HEAD")
     if not repo.is_ancestor(base, head):
         raise SeriesError(f"HEAD of {dest} does not descend from {BASE_TAG}")
@@ -123,6 +127,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _check_settled(repo: Repo, dest: Path) -> None:
+    """Bad input unless the checkout at `dest` is between operations, with every change committed."""
+    busy = repo.operation_in_progress()
+    if busy:
+        raise SeriesError(f"{dest} has an unfinished {busy}; finish or abort it first")
+    dirty = [line for line in repo.status() if not line.startswith("??")]
+    if dirty:
+        raise SeriesError(f"{dest} has uncommitted changes ({dirty[0][3:]}); commit them first")
+
+
 def _same_but_index(old: bytes, new: bytes) -> bool:
     """Whether two patch files differ only in their `index <blob>..<blob>` lines: the patch is the same, the blobs
     it applies to are not (an earlier patch changed the file). They are rewritten all the same: `git am --3way`
@@ -132,3 +146,34 @@ def _same_but_index(old: bytes, new: bytes) -> bool:
         return patchfile.without_index_lines(data.decode("utf-8", "replace"))
 
     return text(old) == text(new)
+
+
+def _export_cut(args: argparse.Namespace, ctx: Context) -> int:
+    """Write the one commit a cut checkout holds on top of the patches its cut needs as the cut's file."""
+    target = ctx.manifest.default_target(args.target)
+    name = find_patch(target, args.cut)
+    if name not in target.cuts:
+        raise SeriesError(f"{name} has no cut declared in [targets.{target.name}.cuts]")
+    dest = Path(args.dir).resolve() if args.dir else cut_checkout_dir(ctx, target, name)
+    repo = Repo(dest, isolated=True)
+    if not dest.is_dir() or not repo.is_work_tree() or repo.rev(CUT_BASE_REF) is None:
+        raise SeriesError(f"{dest} is not a cut checkout; make one with `series.py checkout --cut {name[:4]}`")
+    if repo.config("series.cut") != name:
+        raise SeriesError(f"{dest} is the cut checkout of {repo.config('series.cut')}, not of {name}")
+    _check_settled(repo, dest)
+    commits = repo.commits(f"{CUT_BASE_REF}..HEAD")
+    if len(commits) != 1:
+        raise SeriesError(f"{dest} holds {len(commits)} commits on top of what the cut needs: the cut is one commit")
+    out = target.cut_path(name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=ctx.work_dir()))
+    try:
+        produced = repo.format_patch(f"{CUT_BASE_REF}..HEAD", tmp)
+        new = produced[0].read_bytes()
+        changed = not out.is_file() or out.read_bytes() != new
+        if changed:
+            out.write_bytes(new)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ctx.out(f"exported the cut of {name[:4]} to {out}: {'written' if changed else 'unchanged'}")
+    return 0

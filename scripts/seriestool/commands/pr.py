@@ -14,6 +14,7 @@ Another section of notes is one call in `render`: `notes.add(heading, lines)`.
 
 import argparse
 import re
+import shlex
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
@@ -282,8 +283,13 @@ def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
     which = "that test" if len(declared) == 1 else "those tests"
     lines = textwrap.wrap(
         f"It changes a behaviour that {what} ([targets.{target.name}.upstream_tests_changed] in "
-        f"{ctx.manifest.path.name}). The pull request must update {which}: change it in the pull request's branch and "
-        "say in the description why the old assertion no longer holds:",
+        f"{ctx.manifest.path.name}). The pull request must update {which}: "
+        + (
+            "`series.py branches` applies the change below to the branch (on a clone that holds upstream's tests); "
+            if any(entry.get("diff") for entry in declared)
+            else "change it in the pull request's branch and "
+        )
+        + "say in the description why the old assertion no longer holds:",
         NOTES_WIDTH,
     )
     lines += [f"- {entry['test']}: {entry['reason']}" for entry in declared]
@@ -293,8 +299,8 @@ def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
         diff = ctx.manifest.path.parent / entry["diff"]
         lines += [""] + textwrap.wrap(
             f"The change to {entry['test'].split('::')[0]} for {entry['test'].split('::')[-1]} ({entry['diff']} below "
-            f"{ctx.manifest.path.parent.name}/; apply it in your clone of {target.package} with `git apply "
-            f"{diff}`, then run the test with the patch):",
+            f"{ctx.manifest.path.parent.name}/; on a branch made otherwise, apply it with `git apply {diff}`, then "
+            "run the test with the patch):",
             NOTES_WIDTH,
             break_on_hyphens=False,
         )
@@ -399,6 +405,38 @@ def issue_text(ctx: Context, target: Target, name: str) -> str:
     return (ctx.manifest.path.parent / text).read_text(encoding="utf-8").rstrip("\n")
 
 
+def _homes(target: Target, patch: PatchFile, tests: list[str]) -> dict[str, list[str]] | None:
+    """home file -> the new test classes `branches` moves into it ([targets.<target>.test_homes]); None when a test
+    file or class has no home (its branch keeps the new files)."""
+    homes: dict[str, list[str]] = {}
+    for path in tests:
+        diff = patch.file(path)
+        classes = submission.test_classes(diff) if diff else []
+        if not classes:
+            return None
+        for cls in classes:
+            home = target.test_homes.get(f"{path}::{cls}") or target.test_homes.get(path)
+            if home is None:
+                return None
+            homes.setdefault(home, []).append(cls)
+    return homes
+
+
+def branch_test_lines(homes: dict[str, list[str]]) -> list[str]:
+    """Where the tests are on the branch `branches` makes in a clone of upstream (which holds upstream's tests), and
+    the command that runs them there."""
+    lines = textwrap.wrap(
+        "`series.py branches`, run on a clone of upstream (which holds upstream's tests), moves each new test class "
+        "into upstream's topic file, ruff-formatted (the patch file keeps them as new files):",
+        NOTES_WIDTH,
+    )
+    lines += [f"- {home}: {', '.join(classes)}" for home, classes in homes.items()]
+    selected = " or ".join(cls for classes in homes.values() for cls in classes)
+    lines += ["run them on the branch, from the repository root:"]
+    lines += [f"  python -m pytest -v {' '.join(homes)} -k {shlex.quote(selected)}"]
+    return lines
+
+
 def test_home_lines(ctx: Context, target: Target, patch: PatchFile, tests: list[str], name: str = "NNNN") -> list[str]:
     """Where upstream keeps the tests of each new test class ([targets.<target>.test_homes])."""
     if not target.test_homes or not tests:
@@ -463,9 +501,13 @@ def saved_state_lines(target: Target, name: str) -> list[str]:
             verdict += f" With the pull request of {first} merged first, they load there (the new keys dropped)."
     elif when_set:
         verdict = (
-            f"Its checkpoints load in {release} unless {' or '.join(f'`{n}`' for n in when_set)} is set: on such a "
-            f"checkpoint {release} {unknown}."
+            f"A run that leaves {' and '.join(f'`{n}`' for n in when_set)} at the default saves the keys of "
+            f"{release}: its checkpoints load there and in earlier releases. A checkpoint that holds one does not: "
+            f"{release} {unknown}, as on any state saved with a field it lacks."
         )
+        loaded_by = saved.get("loaded_by", "")
+        if loaded_by and loaded_by != name:
+            verdict += f" A version with the pull request of {loaded_by.removesuffix('.patch')} drops such a key."
     else:
         verdict = f"Its checkpoints load in {release}."
     if kept:
@@ -507,7 +549,9 @@ def _blocks(blocks: Iterable[str]) -> list[str]:
 def render(ctx: Context, target: Target, name: str) -> str:
     path = target.patch_path(name)
     check_patch(target, name)  # a truncated or garbage file is bad input, not an empty PR
-    patch = patchfile.read(path)
+    cut = target.cut_path(name) if name in target.cuts and target.cut_path(name).is_file() else None
+    # the pull request is its cut where it has one: the diff, the files and the tests of its branch
+    patch = patchfile.read(cut or path)
     template = prtemplate.for_target(target)
     links: dict[str, str] = {}
     for other in ctx.manifest.targets.values():
@@ -526,11 +570,15 @@ def render(ctx: Context, target: Target, name: str) -> str:
     notes.add("The behaviour change its commit message states", _blocks(behaviour_change(body)))
     if tests:
         result, _ = verify_result(ctx, target, name, path)
-        run_them = ["run them from the repository root:", "  python -m pytest -v " + " ".join(tests)]
-        notes.add("Its tests (new files)", [*tests, *run_them, *result])
+        homes = _homes(target, patch, tests) if target.tier(name) != FORK_TIER else None
+        if homes:
+            notes.add("Its tests, on the branch as pushed", [*branch_test_lines(homes), *result])
+        else:
+            run_them = ["run them from the repository root:", "  python -m pytest -v " + " ".join(tests)]
+            notes.add("Its tests (new files)", [*tests, *run_them, *result])
+            notes.add("Where its tests go upstream", test_home_lines(ctx, target, patch, tests, name))
     else:
         notes.add("Its tests", [f"It adds no test file under {target.tests}."])
-    notes.add("Where its tests go upstream", test_home_lines(ctx, target, patch, tests, name))
     notes.add("Upstream tests the pull request must update", upstream_tests_lines(ctx, target, name))
     notes.add(f"The saved state ({target.saved_state.get('class', '')})", saved_state_lines(target, name))
     said = [f"It says it fixes {', '.join(fixed)} (the `Fixes` line below)."] if fixed else []
@@ -538,7 +586,23 @@ def render(ctx: Context, target: Target, name: str) -> str:
     notes.add("Issues and pull requests its commit message names", said + ([", ".join(refs)] if refs else []))
     answers, issue = issue_lines(ctx, target, name, fixed, bool(behaviour_change(body)))
     notes.add("The issue it answers", answers)
-    deps = target.depends_on(name)
+    if name in target.cuts:
+        left = [dep[:4] for dep in target.depends_on(name) if dep not in target.pr_needs(name)]
+        notes.add(
+            "Its cut",
+            textwrap.wrap(
+                f"The pull request is the cut of the patch ({target.patch_dir.name}/cuts/{name}): the same change on "
+                f"{'the release alone' if not target.pr_needs(name) else 'the release and the patches below'}, "
+                f"without {', '.join(left) or 'nothing'} of the series under it "
+                f"({target.cuts[name]['reason']}). Where it overlaps an open pull request, the second one to merge "
+                "resolves it."
+                + (
+                    "" if cut else f" Its file is missing: `series.py checkout --cut {name[:4]}`, then `export --cut`."
+                ),
+                NOTES_WIDTH,
+            ),
+        )
+    deps = target.pr_needs(name)
     if deps:
         lines = ["The pull requests of these patches go first; name them by title in the description:"]
         for dep in deps:
