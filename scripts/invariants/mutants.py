@@ -52,8 +52,12 @@ MUTANTS: list[Mutant] = [
         "0017: a window the filter keeps is added to the running loss as in 5.25.0, float for float (found by the "
         "cold review of issue 52: a window-summed total changed the logged loss of runs without NaN)",
         TRAINER,
-        "self._tr_loss.copy_(torch.where(filtered, loss_before_window, self._tr_loss))",
-        "self._tr_loss.copy_(torch.where(filtered, loss_before_window, loss_before_window + (self._tr_loss - loss_before_window)))",
+        "                self._tr_loss += tr_loss_step\n",
+        "                window_sum = tr_loss_step if i == 0 else window_sum + tr_loss_step\n"
+        "                if filter_windows:\n"
+        "                    self._tr_loss.copy_(loss_before_window + window_sum)\n"
+        "                else:\n"
+        "                    self._tr_loss += tr_loss_step\n",
     ),
     Mutant(
         "unset-fields-saved",
@@ -167,8 +171,8 @@ MUTANTS: list[Mutant] = [
         "nan-window-kept",
         "0017: a window with a NaN loss is left out of the logged loss",
         TRAINER,
-        "filtered = ~torch.isfinite(window_loss)",
-        "filtered = torch.zeros_like(window_loss, dtype=torch.bool)",
+        "filtered = ~window_is_finite",
+        "filtered = torch.zeros_like(window_is_finite)",
     ),
     Mutant(
         "train-loss-over-steps",
@@ -342,9 +346,9 @@ MUTANTS: list[Mutant] = [
         "0009: a stream's epoch counts against the length of its last pass (each later pass against the one before "
         "it), not its first",
         TRAINER,
-        "                if not has_length(train_dataloader):\n"
+        "                if not has_length(train_dataloader) and step >= 0:\n"
         "                    self.state.train_dataloader_batches_per_pass = step + 1\n",
-        "                if not has_length(train_dataloader) and self.state.train_dataloader_batches_per_pass is None:\n"
+        "                if not has_length(train_dataloader) and step >= 0 and self.state.train_dataloader_batches_per_pass is None:\n"
         "                    self.state.train_dataloader_batches_per_pass = step + 1\n",
         tree="series",
     ),

@@ -374,13 +374,14 @@ def verify_cut(
         res.problems.append(f"with its cut the tests are {green.status if green else 'missing'}, not green")
     if not style.clean:
         res.problems.append("its cut is not ruff-clean")
-    found["ok"] = bool(found["same_change"] and red and red.status == RunStatus.RED and green)
-    found["ok"] = found["ok"] and green is not None and green.status == RunStatus.GREEN and style.clean
+    red_ok = red is not None and red.status == RunStatus.RED
+    green_ok = green is not None and green.status == RunStatus.GREEN
+    found["ok"] = bool(found["same_change"] and red_ok and green_ok and style.clean)
     alone = f"on the pinned base{' and ' + _names(needs) if needs else ' alone'}"
-    carries = f"; it carries lines of {_names(carried)} it needs" if carried else ""
+    differs = f" (it differs only in lines of {_names(carried)}: carried, or absent without it)" if carried else ""
     res.notes.append(
-        f"its pull request's cut ({found['file']}) goes in {alone}: the same change{carries}, tests red "
-        f"{found['red']}, green {found['green']}, style {'clean' if style.clean else 'NOT CLEAN'}"
+        f"its pull request's cut ({found['file']}) goes in {alone}: the same change{differs}; its tests without it "
+        f"{found['red']}, with it {found['green']}; style {'clean' if style.clean else 'NOT CLEAN'}"
     )
     ctx.log(f"{where} {'ok' if found['ok'] else 'NOT OK'}: goes in {alone}")
 
