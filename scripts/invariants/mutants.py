@@ -171,15 +171,15 @@ MUTANTS: list[Mutant] = [
         "nan-window-kept",
         "0017: a window with a NaN loss is left out of the logged loss",
         TRAINER,
-        "filtered = ~window_is_finite",
-        "filtered = torch.zeros_like(window_is_finite)",
+        "left_out = ~window_is_finite",
+        "left_out = torch.zeros_like(window_is_finite)",
     ),
     Mutant(
         "train-loss-over-steps",
         "0017: train_loss is the mean over the windows kept",
         TRAINER,
-        "num_windows = num_optimizer_steps - self._total_filtered_windows",
-        "num_windows = num_optimizer_steps",
+        "num_kept = num_optimizer_steps - self._total_filtered_losses",
+        "num_kept = num_optimizer_steps",
     ),
     Mutant(
         "batches-seen-skips-one",
@@ -257,7 +257,7 @@ MUTANTS: list[Mutant] = [
         "0017: train_loss is the mean over the windows logging_nan_inf_filter kept (the windows filtered in every "
         "logging interval are left out of the divisor)",
         TRAINER,
-        "            self._total_filtered_windows += num_filtered\n",
+        "            self._total_filtered_losses += num_filtered_losses\n",
         "",
         tree="series",
     ),
