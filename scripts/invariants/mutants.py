@@ -360,23 +360,24 @@ MUTANTS: list[Mutant] = [
         TRAINER,
         "                        self._track_num_target_tokens(batch_samples)\n"
         "\n"
-        "                    for param in self._params_outside_model:\n"
-        "                        param.grad = None\n",
+        "                    self.optimizer.zero_grad()\n",
         "                        self._track_num_target_tokens(batch_samples)\n"
-        "                        for param in self._params_outside_model:\n"
-        "                            param.grad = None\n",
+        "                        self.optimizer.zero_grad()\n",
         tree="series",
     ),
     # ---- 0020: counters out of evaluate()'s metrics ----------------------------------------------------------------
     Mutant(
-        "counters-copied-too-late",
-        "0020: with include_num_input_tokens_seen, log() adds the training counters to a copy, so evaluate()'s metrics "
-        "hold no num_input_tokens_seen",
+        "counters-dropped-before-log",
+        "0020: with include_num_input_tokens_seen, evaluate() takes the training token count that log() wrote into its "
+        "metrics back out, so they hold no num_input_tokens_seen",
         TRAINER,
-        "            logs = dict(logs)\n"
-        '            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen\n',
-        '            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen\n'
-        "            logs = dict(logs)\n",
+        "        self.log(output.metrics)\n"
+        '        if self.args.include_num_input_tokens_seen != "no":\n'
+        "            # `log` added the training token count to the dict: its log entry keeps it, the evaluation's metrics do not\n"
+        '            output.metrics.pop("num_input_tokens_seen", None)\n',
+        '        if self.args.include_num_input_tokens_seen != "no":\n'
+        '            output.metrics.pop("num_input_tokens_seen", None)\n'
+        "        self.log(output.metrics)\n",
         tree="series",
     ),
     # ---- gradient clipping with fp16 skips -------------------------------------------------------------------------
