@@ -14,18 +14,16 @@ from .models import IGNORE, REGRESSIONS
 
 
 # Models whose loss the Trainer may take as a mean over the targets of a micro-batch: it passes them the window's
-# count (`num_items_in_batch`), or they are transformers heads declared to return such a mean. Any other module
-# (a custom one without `**kwargs`) keeps the release's rule: its micro-batch losses are averaged over the window.
-PER_MICRO_BATCH = ("reg_nokw", "reg_sample")
+# count (`num_items_in_batch`), or they declare their loss is one mean over the targets (`loss_is_mean_over_targets`,
+# BertForTokenClassification; compiled or behind a delegating wrapper too, through which the declaration reaches the
+# Trainer). Any other module keeps the release's rule: its micro-batch losses are averaged over the window (a custom
+# one without `**kwargs`, and the sequence classifiers, whose heads declare no such mean).
+PER_MICRO_BATCH = ("reg_nokw", "reg_sample", "bert_cls", "llama_cls")
 
 
 def per_micro_batch(config: dict[str, Any]) -> bool:
-    """Whether the Trainer averages the window's micro-batch losses (their own means), not the window's targets: a
-    custom module of `PER_MICRO_BATCH`, or a head whose count it does not take behind a wrapper that is no
-    `PreTrainedModel` (its declaration reaches the Trainer, its class does not)."""
-    if config["model"] in PER_MICRO_BATCH:
-        return True
-    return config.get("wrap") == "delegating" and config["model"] in ("bert_cls", "bert_tok")
+    """Whether the Trainer averages the window's micro-batch losses (their own means), not the window's targets."""
+    return config["model"] in PER_MICRO_BATCH
 
 
 def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:

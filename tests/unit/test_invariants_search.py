@@ -122,5 +122,5 @@ def test_a_draw_reaches_each_edge_and_each_wrapper():
     assert len(epoch_last_skips) >= 20
     assert {c["wrap"] for c in configs} == {None, "compiled", "delegating"}
     assert all(c["wrap"] is None for c in configs if c["model"] not in ("bert_cls", "bert_tok", "llama_lm"))
-    # a delegating bert_tok's micro-batches always hold a target: its own mean over none is NaN
-    assert all(min(c["targets"]) >= 1 for c in configs if c["wrap"] == "delegating" and c["model"] == "bert_tok")
+    # a delegating bert_tok also gets samples without targets: its declaration reaches the Trainer, which weighs them 0
+    assert any(min(c["targets"]) == 0 for c in configs if c["wrap"] == "delegating" and c["model"] == "bert_tok")
