@@ -108,7 +108,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[s
     k = draw(st.integers(0, 6))
     # 0.05 clips about every gradient of these models; 1e9 none; 0 turns clipping off
     clip = draw(st.sampled_from([0.0, 1e9, 0.05]))
-    # `TrainingArguments.count_skipped_steps` (0022): shrinks to the default, a skipped optimizer step is a step
+    # `TrainingArguments.count_skipped_steps` (0023): shrinks to the default, a skipped optimizer step is a step
     applied_steps = draw(st.booleans())
     input_tokens = draw(st.booleans())
     target_tokens = draw(st.booleans()) and "include_num_target_tokens_trained" in features
@@ -120,7 +120,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[s
     # a transformers head trained compiled, or through a wrapper that delegates to it (models.WRAPPED)
     wrap = draw(st.sampled_from([None, None, "compiled", "delegating"]))
     # eight in fourteen cases aim at an edge the plain draw reaches too rarely (see `_focus`); shrinks to none
-    # (the option's edge twice: its reading has the most claims, 0022's)
+    # (the option's edge twice: its reading has the most claims, 0023's)
     focus = draw(st.sampled_from([None] * 6 + list(FOCUS) + ["option-skips"]))
     if "count_skipped_steps" not in features:
         applied_steps = False

@@ -106,42 +106,42 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "begin-again-after-skip",
-        "0022: with count_skipped_steps=False, a step skipped does not begin again",
+        "0023: with count_skipped_steps=False, a step skipped does not begin again",
         TRAINER,
         "if not self._consecutive_skipped_optimizer_steps:",
         "if True:",
     ),
     Mutant(
         "no-scale-zero-stop",
-        "0022: a max_steps run whose loss scale fell to 0 stops with an error instead of spinning",
+        "0023: a max_steps run whose loss scale fell to 0 stops with an error instead of spinning",
         TRAINER,
         "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() == 0:",
         "if False:",
     ),
     Mutant(
         "no-make-up-passes",
-        "0022: a max_steps run over sized data reads further windows for its skipped steps",
+        "0023: a max_steps run over sized data reads further windows for its skipped steps",
         TRAINER,
         "return math.ceil(num_windows / num_update_steps_per_epoch)",
         "return self._planned_num_train_epochs",
     ),
     Mutant(
         "epoch-run-reads-extra",
-        "0022: an epoch run reads its planned windows, one update step less per skip",
+        "0023: an epoch run reads its planned windows, one update step less per skip",
         TRAINER,
         "            self.state.max_steps -= 1\n",
         "            pass\n",
     ),
     Mutant(
         "final-save-lost-on-skip",
-        "0022: the final save happens when the last window of an epoch run is skipped",
+        "0023: the final save happens when the last window of an epoch run is skipped",
         TRAINER,
         "if self.args.save_strategy == SaveStrategy.STEPS and step and step % self.state.save_steps != 0:",
         "if False:",
     ),
     Mutant(
         "skipped-pass-logs",
-        "0022: a pass whose every step was skipped logs, evaluates and saves nothing",
+        "0023: a pass whose every step was skipped logs, evaluates and saves nothing",
         TRAINER,
         "            self.control.should_log = self.control.should_evaluate = self.control.should_save = False\n",
         "            pass\n",
@@ -183,7 +183,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "batches-seen-skips-one",
-        "0023: num_batches_seen counts every batch read",
+        "0024: num_batches_seen counts every batch read",
         TRAINER,
         "                self._num_batches_seen += 1\n",
         "                self._num_batches_seen += 1 if i else 0\n",
@@ -198,10 +198,10 @@ MUTANTS: list[Mutant] = [
     # ---- issue 47: written from the patches, their messages and the Trainer source only, without reading the
     # checker (its draws, judges or these mutants' neighbours), so that the score does not come from mutants shaped
     # after it
-    # ---- 0024 (fork): num_target_tokens_trained -------------------------------------------------------------------
+    # ---- 0022 (fork): num_target_tokens_trained -------------------------------------------------------------------
     Mutant(
         "target-tokens-counted-on-skipped-step",
-        "0024: include_num_target_tokens_trained counts the targets of the applied updates only, not of a window whose "
+        "0022: include_num_target_tokens_trained counts the targets of the applied updates only, not of a window whose "
         "optimizer step the gradient scaler skipped",
         TRAINER,
         "                            self.lr_scheduler.step()\n"
@@ -212,7 +212,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "target-tokens-not-flushed-before-save",
-        "0024: a checkpoint's state holds the targets of every update it holds (also those after the last log), so a "
+        "0022: a checkpoint's state holds the targets of every update it holds (also those after the last log), so a "
         "resumed run's num_target_tokens_trained goes on exactly",
         TRAINER,
         "            # The checkpoint's state holds the targets of every update it holds, also those after the last log\n"
@@ -282,10 +282,10 @@ MUTANTS: list[Mutant] = [
         "loss = loss * (",
         tree="series",
     ),
-    # ---- 0022 (fork): count_skipped_steps=False --------------------------------------------------------------------
+    # ---- 0023 (fork): count_skipped_steps=False --------------------------------------------------------------------
     Mutant(
         "scale-collapse-raised-too-early",
-        "0022: with count_skipped_steps=False a max_steps run raises once the gradient scaler's scale fell to 0 "
+        "0023: with count_skipped_steps=False a max_steps run raises once the gradient scaler's scale fell to 0 "
         "(not before: a small but positive scale can still apply updates)",
         TRAINER,
         "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() == 0:",
@@ -294,7 +294,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "all-skipped-epoch-run-only-info",
-        "0022: with count_skipped_steps=False an epoch-based run whose every optimizer step was skipped warns",
+        "0023: with count_skipped_steps=False an epoch-based run whose every optimizer step was skipped warns",
         TRAINER,
         '            logger.warning(\n                f"The gradient scaler skipped all {num_skipped} optimizer steps',
         '            logger.info(\n                f"The gradient scaler skipped all {num_skipped} optimizer steps',
@@ -302,7 +302,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "step-begins-again-after-skip",
-        "0022: with count_skipped_steps=False a skipped step goes on with the next window without another "
+        "0023: with count_skipped_steps=False a skipped step goes on with the next window without another "
         "on_step_begin, so a save (control.should_save) a callback asked for during it happens at the next update",
         TRAINER,
         "                    # A step whose optimizer step was skipped goes on with this window: it does not begin again\n"
@@ -313,7 +313,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "progress-bar-counts-attempts",
-        "0022: the progress bar (ProgressCallback) advances by global_step as count_skipped_steps counts it",
+        "0023: the progress bar (ProgressCallback) advances by global_step as count_skipped_steps counts it",
         CALLBACK,
         "            self.training_bar.update(state.global_step - self.current_step)\n"
         "            self.current_step = state.global_step\n",
@@ -433,14 +433,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "warns-on-any-skip",
-        "0022: with count_skipped_steps=False only a train() call that applied no update warns that every step was skipped",
+        "0023: with count_skipped_steps=False only a train() call that applied no update warns that every step was skipped",
         TRAINER,
         "if not self.args.count_skipped_steps and not num_steps_trained and num_skipped:",
         "if not self.args.count_skipped_steps and num_skipped:",
     ),
     Mutant(
         "progress-total-stale",
-        "0022: with count_skipped_steps=False the progress bar's total follows max_steps, which an epoch run lowers per skip",
+        "0023: with count_skipped_steps=False the progress bar's total follows max_steps, which an epoch run lowers per skip",
         CALLBACK,
         "            self.training_bar.total = state.max_steps\n            self.training_bar.update(",
         "            self.training_bar.update(",
