@@ -93,7 +93,10 @@ MUTANTS: list[Mutant] = [
         "0010: the LR schedule advances on applied updates only",
         TRAINER,
         "                    if not optimizer_step_was_skipped:\n"
+        "                        self._track_num_target_tokens(batch_samples)\n"
         "                        # Delay optimizer scheduling until metrics are generated",
+        "                    if not optimizer_step_was_skipped:\n"
+        "                        self._track_num_target_tokens(batch_samples)\n"
         "                    if True:\n"
         "                        # Delay optimizer scheduling until metrics are generated",
     ),
@@ -204,10 +207,10 @@ MUTANTS: list[Mutant] = [
         "0022: include_num_target_tokens_trained counts the targets of the applied updates only, not of a window whose "
         "optimizer step the gradient scaler skipped",
         TRAINER,
-        "                            self.lr_scheduler.step()\n"
+        "                    if not optimizer_step_was_skipped:\n"
         "                        self._track_num_target_tokens(batch_samples)\n",
-        "                            self.lr_scheduler.step()\n"
-        "                    self._track_num_target_tokens(batch_samples)\n",
+        "                    self._track_num_target_tokens(batch_samples)\n"
+        "                    if not optimizer_step_was_skipped:\n",
         tree="series",
     ),
     Mutant(
@@ -358,10 +361,10 @@ MUTANTS: list[Mutant] = [
         "0019: the gradients of optimizer parameters outside the model are reset after every optimizer step, also "
         "one the gradient scaler skipped (an inf gradient left there skips every later step)",
         TRAINER,
-        "                        self._track_num_target_tokens(batch_samples)\n"
+        "                            self.lr_scheduler.step()\n"
         "\n"
         "                    self.optimizer.zero_grad()\n",
-        "                        self._track_num_target_tokens(batch_samples)\n"
+        "                            self.lr_scheduler.step()\n"
         "                        self.optimizer.zero_grad()\n",
         tree="series",
     ),
