@@ -361,11 +361,8 @@ MUTANTS: list[Mutant] = [
         "0019: the gradients of optimizer parameters outside the model are reset after every optimizer step, also "
         "one the gradient scaler skipped (an inf gradient left there skips every later step)",
         TRAINER,
-        "                            self.lr_scheduler.step()\n"
-        "\n"
-        "                    self.optimizer.zero_grad()\n",
-        "                            self.lr_scheduler.step()\n"
-        "                        self.optimizer.zero_grad()\n",
+        "                            self.lr_scheduler.step()\n\n                    self.optimizer.zero_grad()\n",
+        "                            self.lr_scheduler.step()\n                        self.optimizer.zero_grad()\n",
         tree="series",
     ),
     # ---- 0020: counters out of evaluate()'s metrics ----------------------------------------------------------------
