@@ -23,7 +23,7 @@ FP16_EPS = 2.0**-11
 FP16_UNITS = 16
 LR_RTOL = 1e-6
 # keys of a training log that hold what happened since the previous log (the first log after a resume holds less)
-INTERVAL_KEYS = ("loss", "skipped_optimizer_steps", "nan_inf_filtered_windows")
+INTERVAL_KEYS = ("loss", "skipped_optimizer_steps")
 # and those that time it (`include_num_input_tokens_seen` adds the throughput of the `train()` call)
 TIMING_SUFFIXES = ("_runtime", "_per_second")
 
@@ -619,9 +619,10 @@ def logged_loss_floats(obs: Observation) -> list[str] | None:
 
 
 def train_metrics(obs: Observation) -> list[str] | None:
-    """What `train()` returns: its `global_step` is where the contract ends, and `train_loss` the mean of the
-    reference losses of the windows this call read that the filter keeps (NaN when it keeps none, also when the call
-    read none: the release's 0.0 there is no loss). Series claims: 0008, 0023, 0017."""
+    """What `train()` returns: its `global_step` is where the contract ends, `train_loss` the mean of the reference
+    losses of the windows this call read that the filter keeps (NaN when it left out every one; the release's 0.0 when
+    the call read none, e.g. resumed at `max_steps`), and `total_nan_inf_filtered_windows` the number of those it left
+    out (present when some were). Series claims: 0008, 0023, 0017."""
     found = []
     checked = False
     fp16 = obs.config["fp16"]
@@ -632,7 +633,9 @@ def train_metrics(obs: Observation) -> list[str] | None:
         if run.metrics["global_step"] != exp.end_step:
             found.append(f"{where}: train() returned global_step {run.metrics['global_step']}, due {exp.end_step}")
         kept = [a for a in run.attempts if _kept(obs, a)]
-        if not kept:
+        if not run.attempts:
+            want = 0.0
+        elif not kept:
             want = float("nan")
         else:
             want = sum(a["expected"]["loss"] for a in kept) / len(kept)
@@ -641,6 +644,12 @@ def train_metrics(obs: Observation) -> list[str] | None:
         same = (math.isnan(got) and math.isnan(want)) or abs(got - want) <= tolerance
         if not same:
             found.append(f"{where}: train_loss {got:.6g}, due {want:.6g} (the mean of {len(kept)} window loss(es))")
+        filtered = len(run.attempts) - len(kept)
+        if run.metrics.get("total_nan_inf_filtered_windows") != (filtered or None):
+            found.append(
+                f"{where}: train() says total_nan_inf_filtered_windows "
+                f"{run.metrics.get('total_nan_inf_filtered_windows')!r}, due {filtered or None!r} (windows left out)"
+            )
     return found if checked else None
 
 
@@ -768,9 +777,8 @@ def _scale_after(obs: Observation, skips: int) -> float:
 
 def logged_fp16_counts(obs: Observation) -> list[str] | None:
     """Each training log says what the harness counted since the previous log of the same `train()` call: the
-    skipped optimizer steps (`skipped_optimizer_steps`, present when some were skipped) and the windows the loss filter
-    left out (`nan_inf_filtered_windows`, present when some were); and an fp16 run's `loss_scale` is the scaler's scale
-    after the skips since the start of training (halved at each). Series claims: 0010, 0017, 0018."""
+    skipped optimizer steps (`skipped_optimizer_steps`, present when some were skipped); and an fp16 run's `loss_scale`
+    is the scaler's scale after the skips since the start of training (halved at each). Series claims: 0010, 0018."""
     found: list[str] = []
     checked = False
     for where, run in _runs(obs):
@@ -784,11 +792,7 @@ def logged_fp16_counts(obs: Observation) -> list[str] | None:
             windows = run.attempts[start : log["attempts"]]
             start = log["attempts"]
             skips = sum(1 for a in windows if not a["applied"])
-            filtered = sum(1 for a in windows if not _kept(obs, a))
-            want: dict[str, Any] = {
-                "skipped_optimizer_steps": skips or None,
-                "nan_inf_filtered_windows": filtered or None,
-            }
+            want: dict[str, Any] = {"skipped_optimizer_steps": skips or None}
             if obs.config["fp16"]:
                 total = skipped_before + sum(1 for a in run.attempts[: log["attempts"]] if not a["applied"])
                 want["loss_scale"] = _scale_after(obs, total)

@@ -264,6 +264,23 @@ MUTANTS: list[Mutant] = [
         "",
         tree="series",
     ),
+    Mutant(
+        "filtered-window-running-mean-logged",
+        "0017: the running mean `_tr_loss` holds in a filtered window's place (for a subclass with a copy of 5.25.0's "
+        "`_maybe_log_save_evaluate`) is taken back out of the logged loss",
+        TRAINER,
+        "                    tr_loss - self._filtered_loss,\n",
+        "                    tr_loss,\n",
+        tree="series",
+    ),
+    Mutant(
+        "filtered-total-forgets-logged-windows",
+        "0017: train()'s total_nan_inf_filtered_windows counts the windows left out in every logging interval",
+        TRAINER,
+        "            self._total_filtered_windows += round(num_filtered_windows)\n",
+        "",
+        tree="series",
+    ),
     # ---- 0011: heads with an inline loss ---------------------------------------------------------------------------
     Mutant(
         "generic-seqcls-takes-the-count",
@@ -325,11 +342,11 @@ MUTANTS: list[Mutant] = [
         "            self.current_step = steps_taken\n",
         tree="series",
     ),
-    # ---- 0008: resume at max_steps, train_loss NaN -----------------------------------------------------------------
+    # ---- 0008: resume at max_steps ---------------------------------------------------------------------------------
     Mutant(
         "train-loss-counts-steps-before-resume",
-        "0008: train_loss is NaN when this train() call trained nothing (resumed at max_steps), and otherwise the mean "
-        "over the windows of this call",
+        "0008: train_loss is the release's 0.0 when this train() call trained nothing (resumed at max_steps), and "
+        "otherwise the mean over the windows of this call",
         TRAINER,
         "        self._initial_global_step = self.state.global_step\n",
         "        self._initial_global_step = 0\n",

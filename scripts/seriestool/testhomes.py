@@ -878,9 +878,21 @@ def _check_shared(target: Target, path: str, shared: dict[str, str], read: Calla
 
 def format_moved(found: Plan, ruff: Sequence[StrPath], config_dir: StrPath) -> list[str]:
     """Format what `found` appends to each home with `ruff format --range` (the config of `config_dir`, the base's
-    checkout): a renamed helper makes lines longer. Returns the problems (ruff failing on a home)."""
+    checkout): a renamed helper makes lines longer. First an import the moved tests brought that nothing uses any
+    more (a name only their dropped `if is_torch_available():` block used) is removed (`ruff check --fix --select
+    F401`; upstream's own lines pass ruff check, so only such an import goes). Returns the problems (ruff failing on a
+    home)."""
     problems = []
     for home, first in found.appended_from.items():
+        unused = subprocess.run(
+            [*map(str, ruff), "check", "--no-cache", "--fix", "--select", "F401", "--stdin-filename", home, "-"],
+            input=found.after[home],
+            capture_output=True,
+            text=True,
+            cwd=config_dir,
+        )
+        if unused.returncode == 0 and unused.stdout:
+            found.after[home] = unused.stdout
         proc = subprocess.run(
             [*map(str, ruff), "format", "--no-cache", f"--range={first}", "--stdin-filename", home, "-"],
             input=found.after[home],

@@ -286,6 +286,24 @@ def test_what_is_appended_is_formatted_and_the_home_left_alone(tmp_path):
     )
 
 
+def test_an_import_only_the_dropped_guard_used_is_removed(tmp_path):
+    """The moved tests' `is_torch_available` served only their `if is_torch_available():` block, which the home (that
+    imports torch) does not take: the import it brought goes, so that the branch passes `ruff check` (F401)."""
+    pytest.importorskip("ruff", reason="needs ruff: run it with `python3 scripts/series.py selftest`")
+    import sys
+
+    home = "import torch\n\nfrom transformers import Trainer\n\n\nclass U:\n    def test_u(self):\n        Trainer, torch\n"
+    new = (
+        "from transformers import Trainer, is_torch_available\n\n\nif is_torch_available():\n    import torch\n\n\n"
+        "class T:\n    def test_t(self):\n        Trainer, torch\n"
+    )
+    merged, moved = testhomes.move(home, new, home="h.py", source="n.py")
+    found = testhomes.Plan(patch="0001-x.patch", moves=[moved], before={"h.py": home}, after={"h.py": merged})
+    found.appended_from["h.py"] = moved.first_line
+    assert testhomes.format_moved(found, [sys.executable, "-m", "ruff"], tmp_path) == []
+    assert "is_torch_available" not in found.after["h.py"] and "class T:" in found.after["h.py"]
+
+
 @parameterized.expand(
     [
         ("no imports on either side", "x = 1\n", "def test_a():\n    pass\n", "x = 1\n\n\ndef test_a():\n    pass\n"),
