@@ -137,13 +137,17 @@ def behaviour_change(body: str) -> list[str]:
     return [block for block in paragraphs(body) if block.startswith(("Behaviour change:", "Behavior change:"))]
 
 
-def diffstat(patch: PatchFile) -> list[str]:
-    """One line per file: path (new/deleted), lines added and removed."""
+def diffstat(patch: PatchFile, moved: dict[str, str] | None = None) -> list[str]:
+    """One line per file: path (new/deleted), lines added and removed; a new test file `branches` moves into an
+    upstream topic file (`moved`: path -> home) is named as the branch holds it."""
     rows = []
     for diff in patch.files:
         added = sum(1 for h in diff.hunks for line in h.lines if line.startswith("+"))
         removed = sum(1 for h in diff.hunks for line in h.lines if line.startswith("-"))
         state = {"A": " (new)", "D": " (deleted)"}.get(diff.status, "")
+        if moved and diff.path in moved:
+            rows.append((f"{moved[diff.path]} (its tests, appended on the branch)", f"+{added} -{removed}"))
+            continue
         rows.append((f"{diff.path}{state}", f"+{added} -{removed}"))
     width = max((len(path) for path, _ in rows), default=0)
     return [f"{path:<{width}}  {counts}" for path, counts in rows]
@@ -422,6 +426,12 @@ def _homes(target: Target, patch: PatchFile, tests: list[str]) -> dict[str, list
     return homes
 
 
+def _moves_to(patch: PatchFile, path: str, classes: list[str]) -> bool:
+    """Whether the new test file `path` holds one of `classes` (the classes `branches` moves into one home)."""
+    diff = patch.file(path)
+    return bool(diff) and bool(set(submission.test_classes(diff)) & set(classes))
+
+
 def branch_test_lines(homes: dict[str, list[str]]) -> list[str]:
     """Where the tests are on the branch `branches` makes in a clone of upstream (which holds upstream's tests), and
     the command that runs them there."""
@@ -564,13 +574,16 @@ def render(ctx: Context, target: Target, name: str) -> str:
     tests = [path for path in patch.added(target.tests) if is_test_file(path)]
 
     notes = Notes()
-    notes.add("What the patch changes (lines added and removed per file)", diffstat(patch))
+    homes = _homes(target, patch, tests) if tests and target.tier(name) != FORK_TIER else None
+    moved = {
+        path: home for path in tests for home, classes in (homes or {}).items() if _moves_to(patch, path, classes)
+    }
+    notes.add("What the pull request changes (lines added and removed per file)", diffstat(patch, moved))
     shown = measured(body) + behaviour_change(body)
     notes.add("The before/after its commit message measured", _blocks(measured(body)))
     notes.add("The behaviour change its commit message states", _blocks(behaviour_change(body)))
     if tests:
         result, _ = verify_result(ctx, target, name, path)
-        homes = _homes(target, patch, tests) if target.tier(name) != FORK_TIER else None
         if homes:
             notes.add("Its tests, on the branch as pushed", [*branch_test_lines(homes), *result])
         else:
