@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -479,6 +480,30 @@ def replace_shared(
     return "".join(lines), leftovers
 
 
+def _imports_torch(tree: ast.Module) -> bool:
+    """Whether a module imports torch at its top level, unguarded (`import torch`)."""
+    return any(
+        isinstance(node, ast.Import) and any(alias.name == "torch" and not alias.asname for alias in node.names)
+        for node in tree.body
+    )
+
+
+def _unguard(text: str, source: str) -> str:
+    """`text` with each top-level `if is_torch_available():` block (without `else`) replaced by its body at module
+    level: in a home file that imports torch unguarded, such a block is a guard the file does not need (and upstream's
+    reviewers ask to drop)."""
+    tree = _parse(text, source)
+    lines = text.splitlines(keepends=True)
+    for node in reversed(tree.body):
+        if not (isinstance(node, ast.If) and not node.orelse and ast.unparse(node.test) == "is_torch_available()"):
+            continue
+        body = lines[node.body[0].lineno - 1 : node.end_lineno or node.lineno]
+        lines[node.lineno - 1 : node.end_lineno or node.lineno] = textwrap.dedent("".join(body)).splitlines(
+            keepends=True
+        )
+    return "".join(lines)
+
+
 def move(
     home_text: str | None,
     new_text: str,
@@ -501,12 +526,14 @@ def move(
             new_text, shared, source=source, home=home, home_text=home_text, module=shared_module
         )
         moved.shared = dict(shared)
-    new_tree = _parse(new_text, source)
-    new_lines = new_text.splitlines(keepends=True)
     home_text = home_text or ""
     if home_text and not home_text.endswith("\n"):
         home_text += "\n"
     home_tree = _parse(home_text, home)
+    if _imports_torch(home_tree):
+        new_text = _unguard(new_text, source)
+    new_tree = _parse(new_text, source)
+    new_lines = new_text.splitlines(keepends=True)
     home_lines = home_text.splitlines(keepends=True)
     have = _defined(home_tree)
     tests = test_classes(new_tree)

@@ -286,6 +286,22 @@ def test_what_is_appended_is_formatted_and_the_home_left_alone(tmp_path):
     )
 
 
+def test_a_guard_the_home_does_not_need_goes():
+    """A home that imports torch unguarded gets the moved helpers at module level, not in an `if
+    is_torch_available():` block (reviewers ask to drop such a guard in a file that imports torch)."""
+    home = "import torch\n\n\nclass U:\n    def test_u(self):\n        torch\n"
+    new = (
+        "from transformers import is_torch_available\n\n\nif is_torch_available():\n    import torch\n"
+        "    from torch import nn\n\n    class Model(nn.Module):\n        pass\n\n\n"
+        "class T:\n    def test_t(self):\n        Model, torch\n"
+    )
+    merged, _ = testhomes.move(home, new, home="h.py", source="n.py")
+    assert "if is_torch_available():" not in merged and "\nclass Model(nn.Module):\n" in merged
+    assert merged.count("import torch\n") == 1 and "from torch import nn\n" in merged
+    guarded, _ = testhomes.move(home.replace("import torch", "import os"), new, home="h.py", source="n.py")
+    assert "if is_torch_available():" in guarded  # a home without torch keeps the guard
+
+
 def test_an_import_only_the_dropped_guard_used_is_removed(tmp_path):
     """The moved tests' `is_torch_available` served only their `if is_torch_available():` block, which the home (that
     imports torch) does not take: the import it brought goes, so that the branch passes `ruff check` (F401)."""
