@@ -308,7 +308,7 @@ def test_an_import_only_the_dropped_guard_used_is_removed(tmp_path):
     pytest.importorskip("ruff", reason="needs ruff: run it with `python3 scripts/series.py selftest`")
     import sys
 
-    home = "import torch\n\nfrom transformers import Trainer\n\n\nclass U:\n    def test_u(self):\n        Trainer, torch\n"
+    home = "import torch\n\nfrom transformers import Trainer\n\n\nclass U:\n    def test_u(self):\n        Trainer\n"
     new = (
         "from transformers import Trainer, is_torch_available\n\n\nif is_torch_available():\n    import torch\n\n\n"
         "class T:\n    def test_t(self):\n        Trainer, torch\n"
