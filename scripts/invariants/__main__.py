@@ -254,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
             "examples": search.examples,
             "checked": dict(sorted(checked.items())),
             "discriminating": dict(sorted(discriminating.items())),
+            # what was drawn, per edge and reading (`draw.count_cells`), and the cells under the floor
+            "cells": dict(sorted(search.cells.items())),
+            "cell_gaps": draw.cell_gaps(search.cells, search.features) if not args.first else [],
         }
         result["features"] = sorted(search.features)
         for entry in search.declared:

@@ -23,7 +23,7 @@ KEYS = (
     "model", "targets", "seq_len", "batch_size", "ga", "streamed", "optim", "fp16", "inject", "schedule",
     "warmup", "learning_rate", "max_steps", "epochs", "logging", "save_steps", "callback", "resume",
     "max_grad_norm", "count_skipped_steps", "save", "save_total_limit", "eval", "eval_steps", "input_tokens",
-    "inf_from", "wrap", "init_scale", "target_tokens", "progress", "outside",
+    "inf_from", "wrap", "init_scale", "target_tokens", "progress", "outside", "focus",
 )  # fmt: skip
 # keys a replayed configuration may leave out, with the value they then take (configurations recorded before them)
 OPTIONAL = {
@@ -39,6 +39,7 @@ OPTIONAL = {
     "target_tokens": False,
     "progress": False,
     "outside": False,
+    "focus": None,
 }
 # What a tree's Trainer may lack (the release, the upstream tier): the choices that need it are drawn there as their
 # plain value, so that each tree is searched on what it claims
@@ -172,6 +173,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[s
     config = _focus(config, focus) if focus else config
     if "count_skipped_steps" not in features:
         config["count_skipped_steps"] = True
+    config["focus"] = focus  # the edge it was moved onto (the coverage table's row), None for a plain draw
     return config
 
 
@@ -299,3 +301,71 @@ def check(config: Any) -> dict[str, Any]:
     if len(config["targets"]) < 1 or config["batch_size"] < 1 or config["ga"] < 1:
         raise ValueError("targets, batch_size and ga need at least 1")
     return config
+
+
+# ---- the coverage table: what the search drew, per edge and reading --------------------------------------------
+
+# The features a row counts, each read from a configuration
+CELL_FEATURES = {
+    "fp16": lambda c: bool(c["fp16"]),
+    "resume": lambda c: c["resume"] is not None,
+    "stream": lambda c: bool(c["streamed"]),
+}
+# What each edge fixes of those features and of the reading (the rest is drawn): a fixed cell is not held to the floor
+EDGE_FIXED: dict[str, dict[str, bool]] = {
+    "plain": {},
+    "last-skip": {"option": True, "fp16": True, "resume": False, "stream": False},
+    "later-pass-resume": {"resume": True, "stream": True},
+    "skip-schedule": {"fp16": True},
+    "empty-window": {"fp16": False},
+    "skip-resume": {"fp16": True, "resume": True},
+    "scale-zero": {"fp16": True},
+    "option-skips": {"option": True, "fp16": True, "stream": False},
+}
+
+
+def reading(config: dict[str, Any]) -> str:
+    """`option`: a step counts applied updates only (`count_skipped_steps=False`, 0023); `release`: every step."""
+    return "release" if config.get("count_skipped_steps", True) else "option"
+
+
+def cell_row(config: dict[str, Any]) -> str:
+    return f"{config.get('focus') or 'plain'}/{reading(config)}"
+
+
+def count_cells(cells: dict[str, dict[str, int]], config: dict[str, Any]) -> None:
+    """Add one drawn configuration to `cells` (row -> {"examples": n, feature: n with it on})."""
+    row = cells.setdefault(cell_row(config), {"examples": 0, **dict.fromkeys(CELL_FEATURES, 0)})
+    row["examples"] += 1
+    for name, on in CELL_FEATURES.items():
+        row[name] += on(config)
+
+
+def expected_rows(features: frozenset[str]) -> list[str]:
+    """The rows a search on a tree with `features` can draw: every edge in each reading it does not fix (the option's
+    reading only where the tree has the option)."""
+    rows = []
+    for edge, fixed in EDGE_FIXED.items():
+        readings = ["option"] if fixed.get("option") else ["release", "option"]
+        if "count_skipped_steps" not in features:
+            readings = ["release"]  # the option's edges are drawn in the release's reading there
+        rows += [f"{edge}/{r}" for r in readings]
+    return rows
+
+
+def cell_gaps(cells: dict[str, dict[str, int]], features: frozenset[str], floor: int = 1) -> list[str]:
+    """The cells drawn fewer than `floor` times: a row's examples, and each feature it does not fix, on and off."""
+    gaps = []
+    for row in expected_rows(features):
+        got = cells.get(row, {"examples": 0})
+        if got["examples"] < floor:
+            gaps.append(f"{row}: {got['examples']} example(s)")
+            continue
+        fixed = EDGE_FIXED[row.split("/")[0]]
+        for name in CELL_FEATURES:
+            if name in fixed:
+                continue
+            on, off = got.get(name, 0), got["examples"] - got.get(name, 0)
+            if on < floor or off < floor:
+                gaps.append(f"{row}: {name} on {on}, off {off}")
+    return gaps

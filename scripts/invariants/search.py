@@ -42,6 +42,8 @@ class Search:
     features: frozenset[str] = frozenset(draw.FEATURES)  # what the tree's Trainer has (`draw.FEATURES`)
     checked: dict[str, int] = field(default_factory=dict)  # invariant -> examples that gave it something to check
     discriminating: dict[str, int] = field(default_factory=dict)  # ... whose check there could tell right from wrong
+    cells: dict[str, dict[str, int]] = field(default_factory=dict)  # the coverage table (`draw.count_cells`)
+    seen: set[str] = field(default_factory=set)  # the configurations searched: each runs once
 
     def entry(self, invariant: str, config: dict[str, Any], found: list[str], reason: str | None) -> dict[str, Any]:
         return {
@@ -83,8 +85,13 @@ class Search:
                 return
             if target is not None and key not in state["failing"] and self._shrink_over(state):
                 return  # shrinking took its time: only the examples known to fail run again (the final replay)
+            if target is None and key in self.seen:
+                return  # drawn before (Hypothesis repeats small configurations): the search spends no example on it
             state["calls"] += 1
-            self.examples += 1 if target is None else 0
+            if target is None:
+                self.examples += 1
+                self.seen.add(key)
+                draw.count_cells(self.cells, config)
             broken = self.runner(config)
             facts = getattr(broken, "facts", None)
             if target is None:
@@ -139,9 +146,12 @@ class Search:
         return time.monotonic() - state["shrink_from"] > self.profile.shrink_seconds
 
     def run(self) -> None:
-        while not self.over() and self.round():
-            if self.first_only:
+        while not self.over():
+            before = self.examples
+            if self.round() and self.first_only:
                 break
+            if self.examples == before:
+                break  # a round that drew nothing new: the space (or the budget) is spent
 
 
 def observe(run_case: Callable[[dict[str, Any]], Any], judge: Callable[[Any], dict[str, list[str]]]) -> Runner:

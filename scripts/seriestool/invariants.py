@@ -323,7 +323,22 @@ def coverage_gaps(tree: JSON, profile: str) -> list[str]:
     if thin or missing:
         what = "checked" if kind == "checked" else "checked where it could tell right from wrong"
         gaps.append(f"invariants {what} in fewer than {MIN_CHECKED} examples: {', '.join(missing + thin)}")
+    cells = coverage.get("cell_gaps") or []
+    if cells and not tree.get("first_only"):
+        gaps.append(f"cells of the coverage table never drawn (edge/reading: feature): {'; '.join(cells)}")
     return gaps
+
+
+def cell_lines(coverage: JSON) -> list[str]:
+    """The coverage table: per edge and reading, the configurations drawn and how many had each feature on."""
+    cells = coverage.get("cells") or {}
+    if not cells:
+        return []
+    rows = [
+        f"{row} {c['examples']} ({', '.join(f'{k} {v}' for k, v in c.items() if k != 'examples')})"
+        for row, c in cells.items()
+    ]
+    return ["    drawn (edge/reading: examples (with the feature on)): " + "; ".join(rows)]
 
 
 def verdict(trees: Sequence[JSON], profile: str = "ci") -> bool:
@@ -382,6 +397,7 @@ def summary_lines(report: JSON) -> list[str]:
         covered = coverage_line(tree.get("coverage") or {})
         if covered and not tree.get("replayed"):
             lines.append(covered)
+            lines += cell_lines(tree.get("coverage") or {})
         for gap in coverage_gaps(tree, report["profile"]):
             judged = "" if tree["tree"] != RELEASE else " (the release: reported, not judged)"
             lines.append(f"    TOO LITTLE COVERED{judged}: {gap}")

@@ -124,3 +124,27 @@ def test_a_draw_reaches_each_edge_and_each_wrapper():
     assert all(c["wrap"] is None for c in configs if c["model"] not in ("bert_cls", "bert_tok", "llama_lm"))
     # a delegating bert_tok also gets samples without targets: its declaration reaches the Trainer, which weighs them 0
     assert any(min(c["targets"]) == 0 for c in configs if c["wrap"] == "delegating" and c["model"] == "bert_tok")
+
+
+def test_the_search_runs_each_configuration_once_and_tables_what_it_drew():
+    found, _ = _search()
+    assert len(found.seen) == found.examples  # every example a distinct configuration
+    assert sum(row["examples"] for row in found.cells.values()) == found.examples
+    for row, counts in found.cells.items():
+        assert row.split("/")[0] in draw.EDGE_FIXED and row.split("/")[1] in ("release", "option")
+        assert all(0 <= counts[name] <= counts["examples"] for name in draw.CELL_FEATURES)
+
+
+def test_the_coverage_table_names_each_cell_under_its_floor():
+    config = {**draw.OPTIONAL, "fp16": True, "resume": None, "streamed": False, "count_skipped_steps": False}
+    cells = {}
+    draw.count_cells(cells, {**config, "focus": "last-skip"})
+    assert cells == {"last-skip/option": {"examples": 1, "fp16": 1, "resume": 0, "stream": 0}}
+    gaps = draw.cell_gaps(cells, frozenset(draw.FEATURES))
+    assert "last-skip/option" not in " ".join(gaps)  # its features are fixed: one example covers it
+    assert "plain/release: 0 example(s)" in gaps and "skip-resume/option: 0 example(s)" in gaps
+    # a tree without the option draws every edge in the release's reading only
+    rows = draw.expected_rows(frozenset())
+    assert all(row.endswith("/release") for row in rows) and len(rows) == len(draw.EDGE_FIXED)
+    draw.count_cells(cells, {**config, "count_skipped_steps": True, "fp16": False})
+    assert "plain/release: fp16 on 0, off 1" in draw.cell_gaps(cells, frozenset(draw.FEATURES))
