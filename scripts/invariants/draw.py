@@ -72,7 +72,9 @@ PROFILES = {
 
 
 @st.composite
-def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[str, Any]:
+def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: bool = False) -> dict[str, Any]:
+    """A configuration. `steered`: no edge is drawn (the search moves each example onto the next row of the coverage
+    table, `steer`), so that every edge and reading gets its share of the examples."""
     # Every choice is drawn in every case, in the same order, whether it matters or not (a choice that does not
     # apply is then set to its plain value): each one shrinks on its own, across models and modes.
     model = draw(st.sampled_from(MODELS))
@@ -120,7 +122,8 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[s
     inf_from = draw(st.sampled_from([None, None, None, None, None, None, 0, 2]))
     # a transformers head trained compiled, or through a wrapper that delegates to it (models.WRAPPED)
     wrap = draw(st.sampled_from([None, None, "compiled", "delegating"]))
-    # eight in fourteen cases aim at an edge the plain draw reaches too rarely (see `_focus`); shrinks to none
+    # unsteered (a replay's `draw.configs()`): eight in fourteen cases aim at an edge the plain draw reaches too
+    # rarely (see `_focus`); shrinks to none. The search steers instead (`steer`): each edge and reading in turn
     # (the option's edge twice: its reading has the most claims, 0023's)
     focus = draw(st.sampled_from([None] * 6 + list(FOCUS) + ["option-skips"]))
     if "count_skipped_steps" not in features:
@@ -170,11 +173,26 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES)) -> dict[s
         "max_grad_norm": (clip or 1e9) if fp16 else clip,
         "count_skipped_steps": not applied_steps,
     }
+    if steered:
+        focus = None
     config = _focus(config, focus) if focus else config
     if "count_skipped_steps" not in features:
         config["count_skipped_steps"] = True
     config["focus"] = focus  # the edge it was moved onto (the coverage table's row), None for a plain draw
     return config
+
+
+def steer(config: dict[str, Any], row: str, features: frozenset[str] = frozenset(FEATURES)) -> dict[str, Any]:
+    """`config` (drawn `steered`) moved onto a row of the coverage table, `edge/reading`: the reading set, then the
+    edge's focus (which may fix the reading); a tree without the option keeps the release's reading."""
+    edge, reading_name = row.split("/")
+    out = dict(config, count_skipped_steps=reading_name != "option")
+    if edge != "plain":
+        out = _focus(out, edge)
+    if "count_skipped_steps" not in features:
+        out["count_skipped_steps"] = True
+    out["focus"] = None if edge == "plain" else edge
+    return out
 
 
 # The edges a plain draw reaches in about one case in a hundred or less (the mutation check missed each in 150);

@@ -66,6 +66,8 @@ class Search:
         state: dict[str, Any] = {"target": None, "key": None, "best": None, "first_at": None, "calls": 0}
         state["failing"] = set()
 
+        rows = draw.expected_rows(self.features)
+
         @settings(
             max_examples=max(1, self.profile.max_examples - self.examples),
             deadline=None,
@@ -77,10 +79,13 @@ class Search:
             print_blob=False,
         )
         @seed_of(self.seed + self.rounds)
-        @given(draw.configs(self.features))
+        @given(draw.configs(self.features, steered=True))
         def prop(config: dict[str, Any]) -> None:
-            key = report.config_json(config)
             target = state["target"]
+            # each new example goes to the next row of the coverage table; a shrunk one stays on the row that failed
+            row = rows[self.examples % len(rows)] if target is None else state["row"]
+            config = draw.steer(config, row, self.features)
+            key = report.config_json(config)
             if target is None and self.over():
                 return
             if target is not None and key not in state["failing"] and self._shrink_over(state):
@@ -112,6 +117,7 @@ class Search:
             ]
             if target is None and fresh:
                 state["target"] = target = fresh[0]
+                state["row"] = row
                 state["key"] = report.key(target, config)
                 state["first_at"] = self.examples
                 state["seconds"] = time.monotonic() - self.started

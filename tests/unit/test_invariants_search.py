@@ -133,6 +133,11 @@ def test_the_search_runs_each_configuration_once_and_tables_what_it_drew():
     for row, counts in found.cells.items():
         assert row.split("/")[0] in draw.EDGE_FIXED and row.split("/")[1] in ("release", "option")
         assert all(0 <= counts[name] <= counts["examples"] for name in draw.CELL_FEATURES)
+    # each example goes to the next row: every edge in each reading it does not fix, in turn
+    assert set(found.cells) == set(draw.expected_rows(frozenset(draw.FEATURES)))
+    shares = [row["examples"] for row in found.cells.values()]
+    assert max(shares) - min(shares) <= 1
+    assert all(draw.cell_row(draw.steer(c, "skip-resume/option")) == "skip-resume/option" for c in _drawn(5))
 
 
 def test_the_coverage_table_names_each_cell_under_its_floor():
