@@ -57,6 +57,28 @@ def _micro_batch_loss(kind: str, model: nn.Module, batch: dict[str, torch.Tensor
     return squares.sum() / max(int(mask.sum()), 1)
 
 
+def _loss_magnitude(
+    kind: str, model: nn.Module, batch: dict[str, torch.Tensor], part: torch.Tensor, mean: bool
+) -> float:
+    """What a float16 error of one micro-batch's loss term `part` scales with: for a regression, each squared error
+    `r**2` of `r = pred - y` plus `2 |r| (|pred| + |y|)` (float16 rounds `pred` and `y` before they cancel, so a small
+    residual of large operands carries a large relative error), summed (`mean`: averaged) as the term is; for a head,
+    the term itself."""
+    if kind not in REGRESSIONS:
+        return abs(float(part))
+    with torch.no_grad():
+        labels = batch["labels"]
+        pred = model.lin(batch["x"].float()).squeeze(-1)
+        mask = labels.ne(IGNORE)
+        r = (pred - labels) * mask
+        bound = (r**2 + 2 * r.abs() * (pred.abs() + labels.abs())) * mask
+        if not mean:
+            return float(bound.sum())
+        if kind == "reg_sample":
+            return float((bound.sum(-1) / mask.sum(-1).clamp(min=1)).mean())
+        return float(bound.sum()) / max(int(mask.sum()), 1)
+
+
 def window(
     kind: str, model: nn.Module, batches: list[dict[str, torch.Tensor]], over_targets: bool | None = None
 ) -> dict[str, Any]:
@@ -68,6 +90,7 @@ def window(
     ref.zero_grad(set_to_none=True)
     over_targets = kind not in PER_MICRO_BATCH if over_targets is None else over_targets
     parts = []
+    magnitudes = []
     count = 0
     for batch in batches:
         if over_targets:
@@ -75,11 +98,12 @@ def window(
         else:
             part, n = _micro_batch_loss(kind, ref, batch), int(batch["labels"].ne(IGNORE).sum())
         parts.append(part)
+        magnitudes.append(_loss_magnitude(kind, ref, batch, part, mean=not over_targets))
         count += n
     denominator = max(count, 1) if over_targets else max(len(batches), 1)
     loss, grad_terms, loss_terms = 0.0, 0.0, 0.0
     before = flat_grad(ref)
-    for part in parts:
+    for part, magnitude in zip(parts, magnitudes, strict=True):
         term = part / denominator
         if term.requires_grad:
             term.backward()
@@ -87,7 +111,7 @@ def window(
         grad_terms += float((after - before).norm())
         before = after
         loss += float(term)
-        loss_terms += abs(float(term))
+        loss_terms += magnitude / denominator
     return {
         "grad": before,
         "loss": loss,
