@@ -366,10 +366,10 @@ MUTANTS: list[Mutant] = [
         "0009: a stream's epoch counts against the length of its last pass (each later pass against the one before "
         "it), not its first",
         TRAINER,
-        "                if not has_length(train_dataloader) and step >= 0:\n"
-        "                    self.state.train_dataloader_batches_per_pass = step + 1\n",
-        "                if not has_length(train_dataloader) and step >= 0 and self.state.train_dataloader_batches_per_pass is None:\n"
-        "                    self.state.train_dataloader_batches_per_pass = step + 1\n",
+        "                if not self._train_dataloader_has_length:\n"
+        "                    self._train_dataloader_batches_per_pass = step + 1\n",
+        "                if not self._train_dataloader_has_length and self._train_dataloader_batches_per_pass is None:\n"
+        "                    self._train_dataloader_batches_per_pass = step + 1\n",
         tree="series",
     ),
     # ---- 0019: parameters outside the model ------------------------------------------------------------------------
