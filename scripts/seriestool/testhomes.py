@@ -911,22 +911,15 @@ def format_moved(found: Plan, ruff: Sequence[StrPath], config_dir: StrPath) -> l
     home)."""
     problems = []
     for home, first in found.appended_from.items():
-        unused = subprocess.run(
-            [*map(str, ruff), "check", "--no-cache", "--fix", "--select", "F401", "--stdin-filename", home, "-"],
-            input=found.after[home],
-            capture_output=True,
-            text=True,
-            cwd=config_dir,
-        )
+
+        def ruff_on(*args: str, home: str = home) -> subprocess.CompletedProcess[str]:
+            command = [*map(str, ruff), *args, "--no-cache", "--stdin-filename", home, "-"]
+            return subprocess.run(command, input=found.after[home], capture_output=True, text=True, cwd=config_dir)
+
+        unused = ruff_on("check", "--fix", "--select", "F401")
         if unused.returncode == 0 and unused.stdout:
             found.after[home] = unused.stdout
-        proc = subprocess.run(
-            [*map(str, ruff), "format", "--no-cache", f"--range={first}", "--stdin-filename", home, "-"],
-            input=found.after[home],
-            capture_output=True,
-            text=True,
-            cwd=config_dir,
-        )
+        proc = ruff_on("format", f"--range={first}")
         if proc.returncode == 0 and proc.stdout:
             found.after[home] = proc.stdout
         else:
