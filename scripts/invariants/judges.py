@@ -173,6 +173,16 @@ def _fp16_tolerance(a: dict[str, Any], key: str) -> float:
     return FP16_UNITS * FP16_EPS * (terms if terms is not None else float(a["expected"][key].norm()))
 
 
+def _mean_loss_tolerance(kept: list[dict[str, Any]], want: float, fp16: bool) -> float:
+    """How far a logged mean of the `kept` windows' losses may be from `want`: in float16, what its error scales with
+    (the terms' magnitudes, a regression's operands too: `reference.window`), else a relative float32 rounding."""
+    if fp16 and kept:
+        return 1e-6 + FP16_UNITS * FP16_EPS * sum(
+            abs(a["expected"].get("loss_terms", a["expected"]["loss"])) for a in kept
+        ) / len(kept)
+    return 1e-6 + LOSS_RTOL * abs(want if math.isfinite(want) else 0)
+
+
 def _clip_coefficient(obs: Observation, norm: float) -> float:
     """What gradient clipping multiplies a gradient of `norm` by (1: clipping off, or the norm within the bound)."""
     bound = obs.config["max_grad_norm"]
@@ -563,14 +573,7 @@ def logged_losses(obs: Observation) -> list[str] | None:
                     break
                 continue
             want = sum(a["expected"]["loss"] for a in kept) / len(kept)
-            tolerance = 1e-6 + (
-                FP16_UNITS
-                * FP16_EPS
-                * sum(abs(a["expected"].get("loss_terms", a["expected"]["loss"])) for a in kept)
-                / len(kept)
-                if fp16
-                else LOSS_RTOL * abs(want)
-            )
+            tolerance = _mean_loss_tolerance(kept, want, fp16)
             if not abs(log["loss"] - want) <= tolerance:
                 found.append(
                     f"{where}: loss {log['loss']:.6g} logged at global_step {log['step']}, mean of its "
@@ -640,11 +643,7 @@ def train_metrics(obs: Observation) -> list[str] | None:
         else:
             want = sum(a["expected"]["loss"] for a in kept) / len(kept)
         got = float(run.metrics.get("train_loss", float("nan")))
-        if fp16 and kept:  # what a float16 error scales with (a regression's operands too: `reference.window`)
-            terms = sum(abs(a["expected"].get("loss_terms", a["expected"]["loss"])) for a in kept) / len(kept)
-            tolerance = 1e-6 + FP16_UNITS * FP16_EPS * terms
-        else:
-            tolerance = 1e-6 + (FP16_UNITS * FP16_EPS if fp16 else LOSS_RTOL) * abs(want if math.isfinite(want) else 0)
+        tolerance = _mean_loss_tolerance(kept, want, fp16)
         same = (math.isnan(got) and math.isnan(want)) or abs(got - want) <= tolerance
         if not same:
             found.append(f"{where}: train_loss {got:.6g}, due {want:.6g} (the mean of {len(kept)} window loss(es))")
