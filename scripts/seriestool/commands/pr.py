@@ -429,7 +429,7 @@ def _homes(target: Target, patch: PatchFile, tests: list[str]) -> dict[str, list
 def _moves_to(patch: PatchFile, path: str, classes: list[str]) -> bool:
     """Whether the new test file `path` holds one of `classes` (the classes `branches` moves into one home)."""
     diff = patch.file(path)
-    return bool(diff) and bool(set(submission.test_classes(diff)) & set(classes))
+    return diff is not None and bool(set(submission.test_classes(diff)) & set(classes))
 
 
 def branch_test_lines(homes: dict[str, list[str]]) -> list[str]:
