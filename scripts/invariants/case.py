@@ -9,6 +9,7 @@ The harness injects the faults itself: in an fp16 case, an inf gradient in the w
 
 import contextlib
 import io
+import json
 import logging
 import signal
 import tempfile
@@ -61,7 +62,12 @@ class Run:
     # the progress bar (ProgressCallback) at each `on_step_end`: (global_step, bar position, bar total, max_steps)
     progress: list[tuple[int, int, int, int]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the Trainer's logger warned during the call
+    # resumed with `count_skipped_steps` flipped from a checkpoint with skips (drawn `other_reading`): due to refuse
+    other_reading: bool = False
     eval_metrics: list[list[str]] = field(default_factory=list)  # the keys of each evaluation's metrics
+    outside: float | None = None  # the outside parameter's value at the end (`outside`, 0019)
+    # each evaluation's log entry (every key), with the harness's attempts when it was logged
+    eval_logs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -80,6 +86,13 @@ def _optimizer_steps(optimizer: Any) -> int:
     return int(max(steps)) if steps else 0
 
 
+def outside_reaches(config: dict[str, Any], attempt: int) -> bool:
+    """Whether the losses of optimizer attempt `attempt` reach the outside parameter (`outside`; True: a configuration
+    recorded before the modes, reached by every loss)."""
+    mode = config.get("outside")
+    return mode in (True, "reached") or (mode == "alternate" and attempt % 2 == 0)
+
+
 class Harness:
     """The recording callback, the fault injection and the window's micro-batches of one `train()` call."""
 
@@ -92,9 +105,11 @@ class Harness:
         self.index = models.sample_index(config)
         self.trainer: Any = None
         self.at_epoch_end = False
-        # a parameter the optimizer holds outside the model (`outside`, 0019): the loss adds it times 0, so its
-        # gradient is 0, and inf * 0 = NaN when the harness's fault reaches the loss
-        self.outside = torch.nn.Parameter(torch.zeros(1)) if config.get("outside") else None
+        # a parameter the optimizer holds outside the model (`outside`, 0019), at 1 so that its weight decay shows:
+        # `reached`, the loss adds it times 0, so its gradient is 0, and inf * 0 = NaN when the harness's fault reaches
+        # the loss; `unreached` (no loss uses it), its gradient stays None; `alternate`, the even attempts' losses add
+        # it (`outside_reaches`)
+        self.outside = torch.nn.Parameter(torch.ones(1)) if config.get("outside") else None
         # the loss `training_step` returned for each micro-batch of the open window, as the float32 it is
         self.step_losses: list[float] = []
 
@@ -154,6 +169,8 @@ class Harness:
                     # the counts the series logs since the start of training (0024); None where a log has none
                     for name in COUNT_KEYS:
                         harness.run.logs[-1][name] = logs.get(name)
+                elif logs and any(key.startswith("eval_") for key in logs):
+                    harness.run.eval_logs.append(dict(logs, attempts=len(harness.run.attempts)))
 
             def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.run.events.append(("save", state.global_step))
@@ -230,7 +247,7 @@ class Harness:
                 harness.pending.append(batch)
                 harness.pending_samples.append(models.identify(harness.index, batch))
             out = original(model, inputs, *args, **kwargs)
-            if training and harness.outside is not None:
+            if training and harness.outside is not None and outside_reaches(harness.config, harness.attempt):
                 loss = out[0] if isinstance(out, tuple) else out
                 loss = loss + (harness.outside * 0).sum()
                 out = (loss, *out[1:]) if isinstance(out, tuple) else loss
@@ -271,7 +288,8 @@ class Harness:
             if harness.outside is not None and not any(
                 p is harness.outside for g in optimizer.param_groups for p in g["params"]
             ):
-                optimizer.add_param_group({"params": [harness.outside], "weight_decay": 0.0})
+                decay = float(harness.config.get("outside_decay") or 0.0)
+                optimizer.add_param_group({"params": [harness.outside], "weight_decay": decay})
             return optimizer
 
         return wrapped
@@ -419,6 +437,8 @@ def _train(config: dict[str, Any], folder: Path, run: Run, checkpoint: str | Non
     run.global_step = state.global_step
     run.skipped = getattr(state, "skipped_optimizer_steps", None)
     run.weights = [p.detach().clone() for p in model.parameters()]
+    if harness.outside is not None:
+        run.outside = float(harness.outside.detach()[0])
     run.checkpoints = sorted(int(d.name.split("-")[1]) for d in folder.glob("checkpoint-*") if d.is_dir())
 
 
@@ -452,7 +472,8 @@ def run_case(config: dict[str, Any], seconds: float = 60.0) -> Observation:
         resume = config["resume"]
         save = _checkpoint(first, resume)
         if save is not None:
-            obs.resumed_from, obs.resumed = _resume(config, folder / "first", save, seconds)
+            skipped = sum(1 for a in first.attempts if a["index"] < save["attempts"] and not a["applied"])
+            obs.resumed_from, obs.resumed = _resume(config, folder / "first", save, seconds, skipped)
             # a second resume, with the resumed run's arguments, from a checkpoint it wrote
             again_from = None if resume.get("again") is None else {"checkpoint": resume["again"]}
             save = _checkpoint(obs.resumed, again_from, after=save)
@@ -461,11 +482,27 @@ def run_case(config: dict[str, Any], seconds: float = 60.0) -> Observation:
         return obs
 
 
-def _resume(config: dict[str, Any], folder: Path, save: dict[str, Any], seconds: float) -> tuple[dict[str, Any], Run]:
-    """Train from the checkpoint `save` with the drawn resume's arguments: (where it started, the run)."""
+# the key a later version's field would add to `trainer_state.json` (the drawn resume's `unknown_key`)
+UNKNOWN_KEY = "a_field_of_a_later_version"
+
+
+def _resume(
+    config: dict[str, Any], folder: Path, save: dict[str, Any], seconds: float, skipped: int = 0
+) -> tuple[dict[str, Any], Run]:
+    """Train from the checkpoint `save` with the drawn resume's arguments: (where it started, the run). The drawn
+    `unknown_key` adds a key the tree does not know to the checkpoint's state first; `other_reading` resumes a
+    checkpoint saved after `skipped` > 0 skips with `count_skipped_steps` flipped (a run due to be refused)."""
     resume = config["resume"]
     run = Run(resume["batch_size"], resume["ga"], first_attempt=save["attempts"])
     run.initial_step = save["global_step"]
+    state_file = Path(save["dir"]) / "trainer_state.json"
+    if resume.get("unknown_key") and state_file.is_file():
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        state[UNKNOWN_KEY] = 1
+        state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if resume.get("other_reading") and skipped:
+        run.other_reading = True
+        config = {**config, "count_skipped_steps": not config.get("count_skipped_steps", True)}
     _train(config, folder, run, save["dir"], seconds)
     return {k: save[k] for k in ("global_step", "attempts", "epoch_end")}, run
 

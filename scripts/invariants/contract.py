@@ -75,6 +75,9 @@ class Expected:
     cut: bool = False  # a window was cut by the epoch-stopping callback (its micro-batch leaks into the next)
     epoch_cut: bool = False  # a pass was ended early by the epoch-stopping callback (a resume cannot know it)
     endless: bool = False  # the contract never ends the run (followed for MAX_PASSES passes)
+    # `max_steps` at each step's end (global_step -> max_steps): the plan, less one per skip of an epoch run with
+    # `count_skipped_steps=False` (those before a resume's checkpoint too)
+    max_steps_at: dict[int, int] = field(default_factory=dict)
 
 
 def batches_of_pass(n: int, batch_size: int) -> list[list[int]]:
@@ -228,6 +231,7 @@ def simulate(
                 pos.global_step += 1
                 pos.consecutive_skips = 0
                 ev.append(("end", pos.global_step))
+                out.max_steps_at[pos.global_step] = state_max
                 step = pos.global_step
                 if log_every != "epoch" and step % log_every == 0:
                     flags["log"] = True

@@ -23,7 +23,7 @@ KEYS = (
     "model", "targets", "seq_len", "batch_size", "ga", "streamed", "optim", "fp16", "inject", "schedule",
     "warmup", "learning_rate", "max_steps", "epochs", "logging", "save_steps", "callback", "resume",
     "max_grad_norm", "count_skipped_steps", "save", "save_total_limit", "eval", "eval_steps", "input_tokens",
-    "inf_from", "wrap", "init_scale", "target_tokens", "progress", "outside", "focus",
+    "inf_from", "wrap", "init_scale", "target_tokens", "progress", "outside", "focus", "outside_decay",
 )  # fmt: skip
 # keys a replayed configuration may leave out, with the value they then take (configurations recorded before them)
 OPTIONAL = {
@@ -40,6 +40,7 @@ OPTIONAL = {
     "progress": False,
     "outside": False,
     "focus": None,
+    "outside_decay": 0.0,
 }
 # What a tree's Trainer may lack (the release, the upstream tier): the choices that need it are drawn there as their
 # plain value, so that each tree is searched on what it claims
@@ -106,6 +107,11 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     # two thirds of the resumes keep each argument: the contract models a resume with the same ones
     resume_batch_size = draw(st.just(batch_size) | st.just(batch_size) | st.integers(1, 3))
     resume_ga = draw(st.just(ga) | st.just(ga) | st.integers(1, 4))
+    # the checkpoint holds a key this tree does not know (a later version's field): the tree's own loader (0001)
+    # must drop it and resume as from the checkpoint as saved
+    resume_unknown_key = draw(st.booleans())
+    # the resume counts steps the other way (`count_skipped_steps` flipped): a checkpoint with skips is refused
+    resume_other_reading = draw(st.booleans()) and "count_skipped_steps" in features
     # a third of the cases each: no callback, one that stops epochs, one that stops training
     kind = draw(st.sampled_from([None, "epoch_stop", "train_stop", "save_at"]))
     k = draw(st.integers(0, 6))
@@ -116,8 +122,12 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     input_tokens = draw(st.booleans())
     target_tokens = draw(st.booleans()) and "include_num_target_tokens_trained" in features
     progress = draw(st.booleans())  # the progress bar on (`disable_tqdm=False`)
-    # a parameter the optimizer holds outside the model (0019), in the loss times 0: a fault makes its gradient NaN
-    outside = draw(st.booleans())
+    # a parameter the optimizer holds outside the model (0019): `reached` is in the loss times 0 (its gradient is 0,
+    # NaN once a fault reaches the loss), `unreached` in no loss (its gradient stays None), `alternate` in the loss of
+    # the even attempts only; its group's weight decay (AdamW decays a parameter only on a step that gives it a
+    # gradient: a gradient left at zeros instead of None decays it in a window that does not reach it)
+    outside = draw(st.sampled_from([False, "reached", "unreached", "alternate"]))
+    outside_decay = draw(st.sampled_from([0.0, 0.1]))
     # fp16: an inf in every attempt from this one on (the loss scale falls to 0 after 154 skips)
     inf_from = draw(st.sampled_from([None, None, None, None, None, None, 0, 2]))
     # a transformers head trained compiled, or through a wrapper that delegates to it (models.WRAPPED)
@@ -159,12 +169,20 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
         "target_tokens": target_tokens,
         "progress": progress,
         "outside": outside,
+        "outside_decay": outside_decay if outside else 0.0,
         "init_scale": 16.0,
         "inf_from": inf_from if fp16 else None,
         "wrap": wrap,
         "callback": None if kind is None else {"kind": kind, "k": k},
         "resume": (
-            {"checkpoint": resume_from, "batch_size": resume_batch_size, "ga": resume_ga, "again": again}
+            {
+                "checkpoint": resume_from,
+                "batch_size": resume_batch_size,
+                "ga": resume_ga,
+                "again": again,
+                "unknown_key": resume_unknown_key,
+                "other_reading": resume_other_reading,
+            }
             if resume and save_steps
             else None
         ),

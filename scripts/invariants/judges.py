@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from . import contract, models, reference
-from .case import COUNT_KEYS, Observation, Run
+from .case import COUNT_KEYS, Observation, Run, outside_reaches
 
 
 GRAD_RTOL = 1e-5
@@ -94,7 +94,9 @@ def expected(obs: Observation, run: Run) -> contract.Expected | None:
         return cache[id(run)]
     config, fault = obs.config, _faults(obs)
     result: contract.Expected | None = None
-    if run is obs.first:
+    if run.other_reading:
+        pass  # due to be refused (`reading-refused`)
+    elif run is obs.first:
         result = contract.simulate(config, run.batch_size, run.ga, fault)
     elif _same_arguments(obs):
         previous, since = (obs.first, obs.resumed_from) if run is obs.resumed else (obs.resumed, obs.again_from)
@@ -432,6 +434,37 @@ def learning_rates(obs: Observation) -> list[str] | None:
     return found if checked else None
 
 
+def outside_parameter(obs: Observation) -> list[str] | None:
+    """A parameter the optimizer holds outside the model (drawn at 1, with its group's weight decay) trains as a
+    parameter of the model would: AdamW decays it, times (1 - lr * weight decay) at the schedule's rate, at each
+    applied update whose window's loss reached it (times 0: its gradient is 0), and at no other (skipped, or a window
+    that left its gradient None: `optimizer.zero_grad()` sets it to None, where zeros would decay it too). Judged per
+    `train()` call (the parameter is not in a checkpoint: a resume starts it at 1 again). Series claim: 0019."""
+    config = obs.config
+    if not config.get("outside"):
+        return None
+    decay = float(config.get("outside_decay") or 0.0)
+    found = []
+    checked = False
+    for where, run in _runs(obs):
+        if run.outside is None or not _judged_in_full(run, expected(obs, run)):
+            continue
+        checked = True
+        want = torch.tensor(1.0, dtype=torch.float32)
+        n = sum(1 for a in _attempts_before(obs, run) if a["applied"])
+        for a in run.attempts:
+            if a["applied"]:
+                if outside_reaches(config, a["index"]):
+                    want = want * (1 - torch.tensor(reference.learning_rate(config, n) * decay, dtype=torch.float32))
+                n += 1
+        if not math.isclose(run.outside, float(want), rel_tol=1e-5, abs_tol=1e-7):
+            found.append(
+                f"{where}: the parameter outside the model ({config['outside']}, weight decay {decay}) ended at "
+                f"{run.outside:.7g}, due {float(want):.7g} after {_applied(run)} applied update(s)"
+            )
+    return found if checked else None
+
+
 def bounded_run(obs: Observation) -> list[str]:
     """`train()` ends within a bound of reads: the passes the run needs, one more per injected skip, one spare (and
     a wall-clock guard). Series claim: 0023 (issue 27 item 1: a `max_steps` run over sized data reads only the
@@ -452,6 +485,8 @@ def completes(obs: Observation) -> list[str]:
     and it would never end) raises a RuntimeError that says so. Series claim: 0023."""
     found = []
     for where, run in _runs(obs):
+        if run.other_reading:
+            continue  # `reading-refused`
         exp = expected(obs, run)
         due = exp is not None and exp.error == "scale"
         if run.error_kind == "crash" and not (due and SCALE_ERROR in (run.error or "")):
@@ -461,6 +496,28 @@ def completes(obs: Observation) -> list[str]:
                 f"{where}: returned at global_step {run.global_step}; due: the RuntimeError of a loss scale at 0"
             )
     return found
+
+
+def reading_refused(obs: Observation) -> list[str] | None:
+    """A checkpoint saved after skipped steps, resumed with the other `count_skipped_steps` (its `global_step` and
+    data position mean something else there), is refused with an error that names the option, before any training.
+    Series claim: 0023."""
+    found = []
+    checked = False
+    for where, run in _runs(obs):
+        if not run.other_reading:
+            continue
+        checked = True
+        refused = run.error_kind == "crash" and "count_skipped_steps" in (run.error or "")
+        if not refused or run.attempts:
+            saved = _counts_skipped(obs)
+            what = "returned" if run.error_kind is None else run.error
+            found.append(
+                f"{where}: a checkpoint saved with count_skipped_steps={saved} after a skip, resumed with "
+                f"count_skipped_steps={not saved}: {what} after {len(run.attempts)} attempt(s); due: an error naming "
+                "count_skipped_steps, before any attempt"
+            )
+    return found if checked else None
 
 
 def _resumes(obs: Observation) -> list[tuple[str, Run, dict[str, Any]]]:
@@ -658,7 +715,9 @@ def train_metrics(obs: Observation) -> list[str] | None:
 
 def input_tokens(obs: Observation) -> list[str] | None:
     """With `include_num_input_tokens_seen`, each training log's `num_input_tokens_seen` counts the main input of every
-    micro-batch trained since the start of training (those of skipped steps too), going on after a resume."""
+    micro-batch trained since the start of training (those of skipped steps too), going on after a resume; so do each
+    evaluation's log entry (the count when it was logged) and `train()`'s metrics (at its end), which `log()` gives the
+    same key: each is judged against the samples the harness saw read, never against the Trainer's own count."""
     if not obs.config.get("input_tokens"):
         return None
     per_sample = obs.config["seq_len"] * (models.FEATURES if obs.config["model"] in models.REGRESSIONS else 1)
@@ -669,14 +728,21 @@ def input_tokens(obs: Observation) -> list[str] | None:
         if exp is None or exp.cut:
             continue
         before = sum(len(b) for a in _attempts_before(obs, run) for b in a["samples"])
-        for log, full in zip(run.logs, run.full_logs, strict=True):
+        checks = [
+            (f"the log at global_step {log['step']}", log["attempts"], full)
+            for log, full in zip(run.logs, run.full_logs, strict=True)
+        ]
+        checks += [(f"the evaluation log {i + 1}", log["attempts"], log) for i, log in enumerate(run.eval_logs)]
+        if run.metrics is not None and run.error_kind is None:
+            checks.append(("train()'s metrics", len(run.attempts), run.metrics))
+        for what, attempts, values in checks:
             checked = True
-            samples = before + sum(len(b) for a in run.attempts[: log["attempts"]] for b in a["samples"])
+            samples = before + sum(len(b) for a in run.attempts[:attempts] for b in a["samples"])
             want = samples * per_sample
-            if full.get("num_input_tokens_seen") != want:
+            if values.get("num_input_tokens_seen") != want:
                 found.append(
-                    f"{where}: the log at global_step {log['step']} says num_input_tokens_seen "
-                    f"{full.get('num_input_tokens_seen')}, due {want} ({samples} samples read)"
+                    f"{where}: {what} says num_input_tokens_seen {values.get('num_input_tokens_seen')}, due {want} "
+                    f"({samples} samples read)"
                 )
                 break
     return found if checked else None
@@ -697,7 +763,8 @@ def logged_counts(obs: Observation) -> list[str] | None:
     `num_optimizer_steps_applied` and `num_batches_seen` equal the optimizer attempts the harness saw since the start
     of training (applied or skipped), the applied ones and the micro-batches of those attempts (those of skipped steps
     and short last windows too), going on after a resume (the first run's attempts before the checkpoint count too);
-    a count equal to the logged `step` is left out. A run without a scaler logs none. After a resume with another
+    a count equal to the step (the attempts, or with `count_skipped_steps=False` the applied ones) is left out. A run
+    without a scaler logs none. After a resume with another
     batch size or accumulation the batches are not checked (a batch of another size is another unit). Series claim:
     0024."""
     found = []
@@ -721,11 +788,13 @@ def logged_counts(obs: Observation) -> list[str] | None:
                 "num_optimizer_steps_applied": sum(1 for a in seen if a["applied"]),
                 "num_batches_seen": sum(a["micro_batches"] for a in seen),
             }
+            # the step as the drawn reading counts it, from the harness's attempts (never the Trainer's counter)
+            step = expected["num_optimizer_steps_attempted" if _counts_skipped(obs) else "num_optimizer_steps_applied"]
             for name, count in expected.items():
                 if name == "num_batches_seen" and not batches:
                     continue
                 value = log.get(name)
-                wanted = None if count == log["step"] else count
+                wanted = None if count == step else count
                 if value != wanted:
                     found.append(
                         f"{where}: the log at global_step {log['step']} says {name} {value}, expected {wanted} "
@@ -850,20 +919,24 @@ def logged_grad_norm(obs: Observation) -> list[str] | None:
 
 
 def progress_bar(obs: Observation) -> list[str] | None:
-    """With the progress bar on, it stands at `global_step` of `max_steps` at every step's end (the steps as the drawn
-    reading counts them; with `count_skipped_steps=False` an epoch run's total shrinks by one per skip). Series claim:
-    0023."""
+    """With the progress bar on, it stands at the step of `max_steps` at every step's end, both as the contract counts
+    them (the steps as the drawn reading counts them; with `count_skipped_steps=False` an epoch run's total shrinks by
+    one per skip, those before a resume's checkpoint too); `state.max_steps` is the same total. A run the contract
+    does not model (a resume with other arguments) is held to the bar agreeing with the state. Series claim: 0023."""
     if not obs.config.get("progress"):
         return None
     found: list[str] = []
     checked = False
     for where, run in _runs(obs):
+        exp = expected(obs, run)
+        totals = exp.max_steps_at if exp is not None and not exp.cut else {}
         for step, n, total, max_steps in run.progress:
             checked = True
-            if n != step or total != max_steps:
+            want = totals.get(step, max_steps)
+            if n != step or total != want or max_steps != want:
                 found.append(
-                    f"{where}: at the end of step {step} the progress bar stands at {n} of {total} (max_steps "
-                    f"{max_steps})"
+                    f"{where}: at the end of step {step} the progress bar stands at {n} of {total} (state.max_steps "
+                    f"{max_steps}); due {step} of {want}"
                 )
                 break
     return found if checked else None
@@ -974,6 +1047,7 @@ NEEDS = {
     "target-tokens": "include_num_target_tokens_trained",
     "all-skipped-warning": "count_skipped_steps",
     "progress-bar": "count_skipped_steps",
+    "reading-refused": "count_skipped_steps",
 }
 
 
@@ -998,6 +1072,7 @@ INVARIANTS: dict[str, Judge] = {
     "logged-epoch": logged_epoch,
     "checkpoints-kept": checkpoints_kept,
     "learning-rate": learning_rates,
+    "outside-parameter": outside_parameter,
     "bounded-run": bounded_run,
     "resume-identical": resume_identical,
     "resume-logs": resume_logs,
@@ -1013,6 +1088,7 @@ INVARIANTS: dict[str, Judge] = {
     "eval-metrics": eval_metrics,
     "train-metrics": train_metrics,
     "release-loads": release_loads,
+    "reading-refused": reading_refused,
     "completes": completes,
 }
 
@@ -1046,6 +1122,8 @@ DISCRIMINATES: dict[str, Callable[[Observation], bool]] = {
     "all-skipped-warning": _some_skip_due,
     # a counter is logged into the evaluation's dict only when one is on
     "eval-metrics": lambda obs: bool(obs.config.get("input_tokens") or obs.config.get("target_tokens")),
+    # None and zeros differ only under weight decay, in a window that does not reach the parameter
+    "outside-parameter": lambda obs: bool(obs.config.get("outside_decay")) and obs.config.get("outside") != "reached",
 }
 
 

@@ -19,6 +19,9 @@ class Mutant:
     # the tree it is applied to: `series` (the whole series) or `upstream` (the upstream tier alone, on released
     # accelerate: for a claim of an upstream-tier patch that the fork tier or the accelerate patches could mask)
     tree: str = "series"
+    # who wrote it: `own` (the checker's authors, this list) or `outside` (a helper who read the patches and never the
+    # checker: mutants_outside.py); `--mutants` scores each apart and gates each at --min-score
+    origin: str = "own"
 
 
 TRAINER = "trainer.py"
@@ -26,6 +29,32 @@ CALLBACK = "trainer_callback.py"
 LAYERS = "modeling_layers.py"
 
 MUTANTS: list[Mutant] = [
+    Mutant(
+        "outside-grads-zeroed-not-none",
+        "0019: a parameter outside the model trains as a model parameter: a window that does not reach it leaves its "
+        "gradient None (set_to_none), so AdamW does not decay it (issue 54 item 5: invisible while every window reached "
+        "it without weight decay)",
+        TRAINER,
+        "                    self.optimizer.zero_grad()\n",
+        "                    self.optimizer.zero_grad(set_to_none=False)\n",
+    ),
+    Mutant(
+        "other-reading-resumed",
+        "0023: a checkpoint saved after skips refuses to resume with the other count_skipped_steps (issue 54 item 2: "
+        "no resume under the other reading was drawn)",
+        TRAINER,
+        "if self.state.skipped_optimizer_steps and self.state.count_skipped_steps != self.args.count_skipped_steps:",
+        "if False:",
+    ),
+    Mutant(
+        "unknown-keys-kept",
+        "0001: a trainer_state.json holding a key this version does not know loads (the key dropped), so such a "
+        "checkpoint resumes (issue 54 item 2: no harness checkpoint held an unknown key)",
+        CALLBACK,
+        "            state = {key: value for key, value in state.items() if key in known}\n",
+        "            pass\n",
+        tree="upstream",
+    ),
     Mutant(
         "zero-target-nan",
         "0005: a window without targets has a loss of 0, not NaN",

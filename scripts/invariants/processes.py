@@ -37,7 +37,14 @@ from typing import Any
 PROCESSES = 2
 MODELS = ("reg_kw", "reg_func", "reg_nokw", "reg_sample", "llama_lm", "bert_tok")
 KEYS = ("processes", "model", "targets", "seq_len", "batch_size", "ga", "windows", "logging", "average_tokens")
-INVARIANTS = ("processes-window-content", "processes-gradient", "processes-logged-loss", "processes-completes")
+INVARIANTS = (
+    "processes-window-content",
+    "processes-gradient",
+    "processes-logged-loss",
+    "processes-train-loss",
+    "processes-completes",
+)
+TRAIN_LOSS_RTOL = 1e-5
 # fp32 on both sides: the difference is rounding (relative to the terms summed) and the logged loss's 4 decimals
 GRAD_RTOL = 1e-5
 LOSS_ATOL = 6e-5
@@ -45,8 +52,9 @@ LOSS_ATOL = 6e-5
 
 def configs(seed: int, count: int) -> list[dict[str, Any]]:
     """`count` configurations, the same for a seed: every model in turn, both values of
-    `average_tokens_across_devices`, a log every step or one for the run, and in every other one a window (the first
-    or the last) where the second process has no target."""
+    `average_tokens_across_devices`, a log every step or one for the run, in every other one a window (the first
+    or the last) where the second process has no target, and in every sixth (from the fourth) a first window where
+    neither has one."""
     rng = random.Random(seed)
     out = []
     for i in range(count):
@@ -61,8 +69,10 @@ def configs(seed: int, count: int) -> list[dict[str, Any]]:
             for m in range(ga):
                 for s in range((first + 2 * m + 1) * batch_size, (first + 2 * m + 2) * batch_size):
                     targets[s] = 0
-        if not any(targets):
-            targets[0] = most
+        if i % 6 == 3:  # no process has a target in the first window
+            targets[: batch_size * ga * PROCESSES] = [0] * (batch_size * ga * PROCESSES)
+        if not any(targets):  # some target in the run (the last window's, where the first window has none)
+            targets[-1 if i % 6 == 3 else 0] = most
         out.append(
             {
                 "processes": PROCESSES,
@@ -219,6 +229,20 @@ def judge(config: dict[str, Any], record: dict[Any, Any]) -> tuple[dict[str, lis
                 f"step {step}: logged loss {logged}, the objective's {loss:.6g} "
                 f"(the mean of the {len(kept)} window(s) kept of steps {step - config['logging'] + 1}-{step})"
             )
+    # train()'s train_loss: the mean of the objectives of every window kept, NaN when none is (0017)
+    if "train_loss" in ranks[0] and len(losses) == config["windows"]:
+        checked.add("processes-train-loss")
+        kept = [x for x in losses if x is not None]
+        want = sum(kept) / len(kept) if kept else math.nan
+        got = ranks[0]["train_loss"]
+        same = got is not None and (
+            (math.isnan(got) and math.isnan(want)) or abs(got - want) <= 1e-6 + TRAIN_LOSS_RTOL * abs(want)
+        )
+        if not same:
+            broken.setdefault("processes-train-loss", []).append(
+                f"train_loss {got}, the objective's {want:.6g} (the mean of the {len(kept)} window(s) kept of "
+                f"{len(losses)})"
+            )
     return broken, checked
 
 
@@ -291,7 +315,8 @@ def _train_one(config: dict[str, Any], folder: str) -> dict[str, Any]:
 
     trainer.compute_loss = compute_loss
     try:
-        trainer.train()
+        output = trainer.train()
+        record["train_loss"] = float(output.metrics["train_loss"])
     except Exception as exc:  # a crash on a valid configuration is a finding
         record["error"] = f"{type(exc).__name__}: {exc}"
     record["logs"] = [[log["step"], log["loss"]] for log in trainer.state.log_history if "loss" in log]

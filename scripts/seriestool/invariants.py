@@ -477,7 +477,12 @@ def write_inside(folder: Path, path: Path, text: str) -> None:
 def mutant_row(mutant: Any, result: JSON) -> JSON:
     """One row of the mutation table: the tree the mutant was applied to, caught (some invariant broke, declared or
     not? only undeclared ones count), by what, after how many examples and seconds."""
-    row: JSON = {"mutant": mutant.name, "tree": getattr(mutant, "tree", SERIES), "claim": mutant.claim}
+    row: JSON = {
+        "mutant": mutant.name,
+        "tree": getattr(mutant, "tree", SERIES),
+        "origin": getattr(mutant, "origin", OWN),
+        "claim": mutant.claim,
+    }
     if result.get("crashed"):
         return {**row, "caught": False, "by": f"NOT RUN: {result['crashed']}"}
     found = result.get("violations", [])
@@ -502,4 +507,23 @@ def mutation_lines(rows: Sequence[JSON], seconds: float) -> list[str]:
         )
     score = caught / len(rows) if rows else 0.0
     lines.append(f"  score: {caught}/{len(rows)} caught ({score:.0%}) in {seconds:.0f}s")
+    for origin in sorted({r.get("origin", OWN) for r in rows}):
+        mine = [r for r in rows if r.get("origin", OWN) == origin]
+        got = sum(1 for r in mine if r["caught"])
+        lines.append(f"  {ORIGINS.get(origin, origin)}: {got}/{len(mine)} caught ({got / len(mine):.0%})")
     return lines
+
+
+OWN = "own"
+# who wrote the mutants: the checker's authors, or a helper who read the patches and never the checker
+ORIGINS = {OWN: "the checker's own list", "outside": "written from the patches alone (mutants_outside.py)"}
+
+
+def mutation_scores(rows: Sequence[JSON]) -> dict[str, float]:
+    """The share of mutants caught, per origin (each is gated on its own: a list its authors wrote for their own
+    checker is scored apart from one written without reading it)."""
+    scores = {}
+    for origin in sorted({r.get("origin", OWN) for r in rows}):
+        mine = [r for r in rows if r.get("origin", OWN) == origin]
+        scores[origin] = sum(1 for r in mine if r["caught"]) / len(mine)
+    return scores

@@ -697,10 +697,16 @@ def test_the_mutation_table_scores_the_caught():
         invariants.mutant_row(Mutant("c", "c", "trainer.py", "x", "y"), {"crashed": "the worker ended with exit 3"}),
     ]  # fmt: skip
     rows.append(invariants.mutant_row(Mutant("upstream-one", "c", "trainer.py", "x", "y", tree="upstream"), caught))
-    assert [r["caught"] for r in rows] == [True, False, False, True]
-    assert [r["tree"] for r in rows] == ["series", "series", "series", "upstream"]
+    rows.append(invariants.mutant_row(Mutant("out-a", "c", "trainer.py", "x", "y", origin="outside"), caught))
+    assert [r["caught"] for r in rows] == [True, False, False, True, True]
+    assert [r["tree"] for r in rows] == ["series", "series", "series", "upstream", "series"]
+    assert [r["origin"] for r in rows] == ["own"] * 4 + ["outside"]
     lines = invariants.mutation_lines(rows, 200)
-    assert lines[-1] == "  score: 2/4 caught (50%) in 200s"
+    # the whole list, then each origin apart: a list written without reading the checker is scored on its own
+    assert lines[-3] == "  score: 3/5 caught (60%) in 200s"
+    assert lines[-2].startswith("  written from the patches alone") and lines[-2].endswith("1/1 caught (100%)")
+    assert lines[-1] == "  the checker's own list: 2/4 caught (50%)"
+    assert invariants.mutation_scores(rows) == {"outside": 1.0, "own": 0.5}
     assert lines[0].split() == ["mutant", "tree", "caught", "examples", "s", "by"]
     assert lines[1].split()[:3] == ["a", "series", "yes"] and "saves-due" in lines[1]
     assert "NO" in lines[2] and "NOT RUN" in lines[3]

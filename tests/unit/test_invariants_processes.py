@@ -126,6 +126,29 @@ def test_a_window_without_targets_on_any_process_is_left_out_of_the_log():
     assert processes.judge(config, record)[0] == {}  # a log of windows all left out is NaN
 
 
+def test_train_loss_is_the_mean_of_the_windows_kept():
+    config = {**_config(False, logging=2, windows=2), "targets": [2, 0, 0, 0]}
+    record = _record(config, [[0.5, 1.0], [0.0, 0.0]], [[2, 1.5]])
+    for rank in (0, 1):  # the second window: no target on either process, left out
+        record[rank]["attempts"][1].update(ref_grad=[0.0, 0.0], ref_loss=0.0, targets=0)
+    record[0]["train_loss"] = 1.5
+    broken, checked = processes.judge(config, record)
+    assert broken == {} and "processes-train-loss" in checked
+    record[0]["train_loss"] = 0.75  # the empty window averaged in
+    assert processes.judge(config, record)[0] == {
+        "processes-train-loss": ["train_loss 0.75, the objective's 1.5 (the mean of the 1 window(s) kept of 2)"]
+    }
+    del record[0]["train_loss"]  # a record without it (the run did not return): not checked
+    assert "processes-train-loss" not in processes.judge(config, record)[1]
+
+
+def test_some_configurations_have_a_first_window_without_any_target():
+    for i, config in enumerate(processes.configs(0, 12)):
+        width = config["batch_size"] * config["ga"] * 2
+        if i % 6 == 3 and config["windows"] > 1:
+            assert not any(config["targets"][:width]) and any(config["targets"])
+
+
 def test_the_window_content_comes_from_the_schedule():
     config = _config(False, windows=2)
     record = _record(config, [[0.5, 1.0]] * 2, [[1, 1.5], [2, 1.5]])

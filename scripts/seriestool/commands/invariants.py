@@ -110,13 +110,14 @@ def _mutants(names: list[str] | None) -> list:
     sys.path.insert(0, str(invariants.SCRIPTS))
     try:
         from invariants.mutants import MUTANTS
+        from invariants.mutants_outside import OUTSIDE_MUTANTS
     finally:
         sys.path.remove(str(invariants.SCRIPTS))
-    known = {m.name: m for m in MUTANTS}
+    known = {m.name: m for m in [*MUTANTS, *OUTSIDE_MUTANTS]}
     unknown = [n for n in names or [] if n not in known]
     if unknown:
         raise SeriesError(f"--mutant {unknown[0]}: no such mutant (one of {', '.join(known)})")
-    return [known[n] for n in names] if names else list(MUTANTS)
+    return [known[n] for n in names] if names else list(known.values())
 
 
 def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
@@ -173,11 +174,19 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
     ctx.out("")
     for line in invariants.mutation_lines(rows, seconds):
         ctx.out(line)
-    score = sum(1 for r in rows if r["caught"]) / len(rows)
-    ok = score >= args.min_score
-    ctx.out(f"invariants --mutants: {'OK' if ok else 'FAILED'} (score {score:.0%}, at least {args.min_score:.0%})")
+    scores = invariants.mutation_scores(rows)
+    ok = all(score >= args.min_score for score in scores.values())
+    each = ", ".join(f"{origin} {score:.0%}" for origin, score in scores.items())
+    ctx.out(f"invariants --mutants: {'OK' if ok else 'FAILED'} (score {each}; each at least {args.min_score:.0%})")
     if args.json:
-        report = {"mutants": rows, "score": score, "min_score": args.min_score, "duration_s": round(seconds, 1)}
+        score = sum(1 for r in rows if r["caught"]) / len(rows)
+        report = {
+            "mutants": rows,
+            "score": score,
+            "scores": scores,
+            "min_score": args.min_score,
+            "duration_s": round(seconds, 1),
+        }
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0 if ok else 1
 
