@@ -24,7 +24,7 @@ from . import models, reference
 
 
 INIT_SCALE = 16.0  # the gradient scaler's first scale, unless a configuration draws another (`init_scale`)
-# the step and batch counts a training log carries in the series (0024), read by `judges.logged_counts`
+# the step and batch counts a training log carries in the series (0025), read by `judges.logged_counts`
 COUNT_KEYS = ("num_batches_seen", "num_optimizer_steps_attempted", "num_optimizer_steps_applied")
 
 
@@ -166,7 +166,7 @@ class Harness:
                     harness.run.full_logs.append(dict(logs, step=state.global_step))
                     harness.run.logs.append({"step": state.global_step, "loss": float(logs["loss"])})
                     harness.run.logs[-1]["attempts"] = len(harness.run.attempts)
-                    # the counts the series logs since the start of training (0024); None where a log has none
+                    # the counts the series logs since the start of training (0025); None where a log has none
                     for name in COUNT_KEYS:
                         harness.run.logs[-1][name] = logs.get(name)
                 elif logs and any(key.startswith("eval_") for key in logs):

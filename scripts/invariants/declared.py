@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 
-# What 0007 adds to the saved state of a stream read more than once, and what 0024 logs
+# What 0007 adds to the saved state of a stream read more than once, and what 0025 logs
 STREAM_POSITION = "train_dataloader_batches_seen"
 LOGGED_COUNTS = "num_optimizer_steps_attempted"
 # 0016 before issue 38: the token-weighted mean for any module without **kwargs
@@ -34,7 +34,7 @@ DECLARED: list[dict[str, Any]] = [
         "reason": (
             "release and series (no patch yet): a stream has no planned number of passes, so with max_steps a "
             "callback that stops every epoch before its first update (should_epoch_stop in on_epoch_begin) makes "
-            "the release and the series read one micro-batch per pass forever; sized data ends (0023's pass bound)"
+            "the release and the series read one micro-batch per pass forever; sized data ends (0024's pass bound)"
         ),
     },
     *(
@@ -63,7 +63,7 @@ DECLARED: list[dict[str, Any]] = [
                 "(should_epoch_stop) goes on where the optimizer steps taken say, as if every pass had been read "
                 "whole, not after the batches the cut pass read (the contract does not model such a resume): "
                 "its steps, epochs, logs, evaluations and saves differ from the contract's, and over sized data its "
-                "batch count (0024 keeps no count of a cut pass in a checkpoint that the release must load)"
+                "batch count (0025 keeps no count of a cut pass in a checkpoint that the release must load)"
             ),
         }
         for invariant in (
@@ -107,7 +107,7 @@ DECLARED: list[dict[str, Any]] = [
         "invariant": "logged-counts",
         "tree": {"lacks": LOGGED_COUNTS},
         "when": {},  # every configuration (an empty predicate matches all)
-        "reason": "a tree without 0024 (the release) logs no step or batch counts",
+        "reason": "a tree without 0025 (the release) logs no step or batch counts",
     },
 ]
 

@@ -117,7 +117,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     k = draw(st.integers(0, 6))
     # 0.05 clips about every gradient of these models; 1e9 none; 0 turns clipping off
     clip = draw(st.sampled_from([0.0, 1e9, 0.05]))
-    # `TrainingArguments.count_skipped_steps` (0023): shrinks to the default, a skipped optimizer step is a step
+    # `TrainingArguments.count_skipped_steps` (0024): shrinks to the default, a skipped optimizer step is a step
     applied_steps = draw(st.booleans())
     input_tokens = draw(st.booleans())
     target_tokens = draw(st.booleans()) and "include_num_target_tokens_trained" in features
@@ -134,7 +134,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     wrap = draw(st.sampled_from([None, None, "compiled", "delegating"]))
     # unsteered (a replay's `draw.configs()`): eight in fourteen cases aim at an edge the plain draw reaches too
     # rarely (see `_focus`); shrinks to none. The search steers instead (`steer`): each edge and reading in turn
-    # (the option's edge twice: its reading has the most claims, 0023's)
+    # (the option's edge twice: its reading has the most claims, 0024's)
     focus = draw(st.sampled_from([None] * 6 + list(FOCUS) + ["option-skips"]))
     if "count_skipped_steps" not in features:
         applied_steps = False
@@ -361,7 +361,7 @@ EDGE_FIXED: dict[str, dict[str, bool]] = {
 
 
 def reading(config: dict[str, Any]) -> str:
-    """`option`: a step counts applied updates only (`count_skipped_steps=False`, 0023); `release`: every step."""
+    """`option`: a step counts applied updates only (`count_skipped_steps=False`, 0024); `release`: every step."""
     return "release" if config.get("count_skipped_steps", True) else "option"
 
 

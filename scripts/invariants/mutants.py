@@ -40,7 +40,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "other-reading-resumed",
-        "0023: a checkpoint saved after skips refuses to resume with the other count_skipped_steps (issue 54 item 2: "
+        "0024: a checkpoint saved after skips refuses to resume with the other count_skipped_steps (issue 54 item 2: "
         "no resume under the other reading was drawn)",
         TRAINER,
         "if self.state.skipped_optimizer_steps and self.state.count_skipped_steps != self.args.count_skipped_steps:",
@@ -97,7 +97,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skip-count-saved-unset",
-        "0010: a run without a skip saves the release's keys (skipped_optimizer_steps saved only when not 0)",
+        "0021: a run without a skip saves the release's keys (skipped_optimizer_steps saved only when not 0)",
         CALLBACK,
         'skipped_optimizer_steps: int = dataclasses.field(default=0, metadata={"saved_when_set": True})',
         "skipped_optimizer_steps: int = 0",
@@ -131,49 +131,49 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skip-not-counted",
-        "0010: every skipped optimizer step is counted",
+        "0021: every skipped optimizer step is counted",
         TRAINER,
         "                        self.state.skipped_optimizer_steps += 1\n",
         "                        pass\n",
     ),
     Mutant(
         "begin-again-after-skip",
-        "0023: with count_skipped_steps=False, a step skipped does not begin again",
+        "0024: with count_skipped_steps=False, a step skipped does not begin again",
         TRAINER,
         "if not self._consecutive_skipped_optimizer_steps:",
         "if True:",
     ),
     Mutant(
         "no-scale-zero-stop",
-        "0023: a max_steps run whose loss scale fell to 0 stops with an error instead of spinning",
+        "0024: a max_steps run whose loss scale fell to 0 stops with an error instead of spinning",
         TRAINER,
         "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() == 0:",
         "if False:",
     ),
     Mutant(
         "no-make-up-passes",
-        "0023: a max_steps run over sized data reads further windows for its skipped steps",
+        "0024: a max_steps run over sized data reads further windows for its skipped steps",
         TRAINER,
         "return math.ceil(num_windows / num_update_steps_per_epoch)",
         "return self._planned_num_train_epochs",
     ),
     Mutant(
         "epoch-run-reads-extra",
-        "0023: an epoch run reads its planned windows, one update step less per skip",
+        "0024: an epoch run reads its planned windows, one update step less per skip",
         TRAINER,
         "            self.state.max_steps -= 1\n",
         "            pass\n",
     ),
     Mutant(
         "final-save-lost-on-skip",
-        "0023: the final save happens when the last window of an epoch run is skipped",
+        "0024: the final save happens when the last window of an epoch run is skipped",
         TRAINER,
         "if self.args.save_strategy == SaveStrategy.STEPS and step and step % self.state.save_steps != 0:",
         "if False:",
     ),
     Mutant(
         "skipped-pass-logs",
-        "0023: a pass whose every step was skipped logs, evaluates and saves nothing",
+        "0024: a pass whose every step was skipped logs, evaluates and saves nothing",
         TRAINER,
         "            self.control.should_log = self.control.should_evaluate = self.control.should_save = False\n",
         "            pass\n",
@@ -215,7 +215,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "batches-seen-skips-one",
-        "0024: num_batches_seen counts every batch read",
+        "0025: num_batches_seen counts every batch read",
         TRAINER,
         "                self._num_batches_seen += 1\n",
         "                self._num_batches_seen += 1 if i else 0\n",
@@ -230,10 +230,10 @@ MUTANTS: list[Mutant] = [
     # ---- issue 47: written from the patches, their messages and the Trainer source only, without reading the
     # checker (its draws, judges or these mutants' neighbours), so that the score does not come from mutants shaped
     # after it
-    # ---- 0022 (fork): num_target_tokens_trained -------------------------------------------------------------------
+    # ---- 0023 (fork): num_target_tokens_trained -------------------------------------------------------------------
     Mutant(
         "target-tokens-counted-on-skipped-step",
-        "0022: include_num_target_tokens_trained counts the targets of the applied updates only, not of a window whose "
+        "0023: include_num_target_tokens_trained counts the targets of the applied updates only, not of a window whose "
         "optimizer step the gradient scaler skipped",
         TRAINER,
         "                    if not optimizer_step_was_skipped:\n"
@@ -244,7 +244,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "target-tokens-not-flushed-before-save",
-        "0022: a checkpoint's state holds the targets of every update it holds (also those after the last log), so a "
+        "0023: a checkpoint's state holds the targets of every update it holds (also those after the last log), so a "
         "resumed run's num_target_tokens_trained goes on exactly",
         TRAINER,
         "            # The checkpoint's state holds the targets of every update it holds, also those after the last log\n"
@@ -263,11 +263,11 @@ MUTANTS: list[Mutant] = [
         'logs["loss_scale"] = self.accelerator.scaler._init_scale',
         tree="series",
     ),
-    # ---- 0010: skipped optimizer steps -----------------------------------------------------------------------------
+    # ---- 0010 / 0021: skipped optimizer steps (detected / counted) -------------------------------------------------
     Mutant(
         "fused-skip-hook-on-wrapper",
         "0010: a skipped step of an AMP-aware (fused) optimizer is detected on the Trainer side (step post-hook on the "
-        "inner optimizer), counted in skipped_optimizer_steps, and the LR schedule does not advance on it",
+        "inner optimizer), and the LR schedule does not advance on it",
         TRAINER,
         'getattr(inner_optimizer, "_step_supports_amp_scaling", False)',
         'getattr(self.optimizer, "_step_supports_amp_scaling", False)',
@@ -275,7 +275,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skipped-steps-logged-cumulative",
-        "0010: a log reports skipped_optimizer_steps as the steps skipped since the previous log",
+        "0021: a log reports skipped_optimizer_steps as the steps skipped since the previous log",
         TRAINER,
         '                logs["skipped_optimizer_steps"] = (\n'
         "                    self.state.skipped_optimizer_steps - self._skipped_optimizer_steps_last_logged\n"
@@ -331,10 +331,10 @@ MUTANTS: list[Mutant] = [
         "loss = loss * (",
         tree="series",
     ),
-    # ---- 0023 (fork): count_skipped_steps=False --------------------------------------------------------------------
+    # ---- 0024 (fork): count_skipped_steps=False --------------------------------------------------------------------
     Mutant(
         "scale-collapse-raised-too-early",
-        "0023: with count_skipped_steps=False a max_steps run raises once the gradient scaler's scale fell to 0 "
+        "0024: with count_skipped_steps=False a max_steps run raises once the gradient scaler's scale fell to 0 "
         "(not before: a small but positive scale can still apply updates)",
         TRAINER,
         "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() == 0:",
@@ -343,7 +343,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "all-skipped-epoch-run-only-info",
-        "0023: with count_skipped_steps=False an epoch-based run whose every optimizer step was skipped warns",
+        "0024: with count_skipped_steps=False an epoch-based run whose every optimizer step was skipped warns",
         TRAINER,
         '            logger.warning(\n                f"The gradient scaler skipped all {num_skipped} optimizer steps',
         '            logger.info(\n                f"The gradient scaler skipped all {num_skipped} optimizer steps',
@@ -351,7 +351,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "step-begins-again-after-skip",
-        "0023: with count_skipped_steps=False a skipped step goes on with the next window without another "
+        "0024: with count_skipped_steps=False a skipped step goes on with the next window without another "
         "on_step_begin, so a save (control.should_save) a callback asked for during it happens at the next update",
         TRAINER,
         "                    # A step whose optimizer step was skipped goes on with this window: it does not begin again\n"
@@ -362,7 +362,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "progress-bar-counts-attempts",
-        "0023: the progress bar (ProgressCallback) advances by global_step as count_skipped_steps counts it",
+        "0024: the progress bar (ProgressCallback) advances by global_step as count_skipped_steps counts it",
         CALLBACK,
         "            self.training_bar.update(state.global_step - self.current_step)\n"
         "            self.current_step = state.global_step\n",
@@ -479,14 +479,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "warns-on-any-skip",
-        "0023: with count_skipped_steps=False only a train() call that applied no update warns that every step was skipped",
+        "0024: with count_skipped_steps=False only a train() call that applied no update warns that every step was skipped",
         TRAINER,
         "if not self.args.count_skipped_steps and not num_steps_trained and num_skipped:",
         "if not self.args.count_skipped_steps and num_skipped:",
     ),
     Mutant(
         "progress-total-stale",
-        "0023: with count_skipped_steps=False the progress bar's total follows max_steps, which an epoch run lowers per skip",
+        "0024: with count_skipped_steps=False the progress bar's total follows max_steps, which an epoch run lowers per skip",
         CALLBACK,
         "            self.training_bar.total = state.max_steps\n            self.training_bar.update(",
         "            self.training_bar.update(",

@@ -146,7 +146,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-target-tokens-count-skipped-windows",
-        "0022: num_target_tokens_trained counts the targets of applied updates only",
+        "0023: num_target_tokens_trained counts the targets of applied updates only",
         TRAINER,
         "                    if not optimizer_step_was_skipped:\n                        self._track_num_target_tokens(batch_samples)\n",
         "                    self._track_num_target_tokens(batch_samples)\n                    if not optimizer_step_was_skipped:\n",
@@ -154,7 +154,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-target-tokens-not-stored-before-save",
-        "0022: a checkpoint holds the targets of every update before it; a resumed run goes on exactly",
+        "0023: a checkpoint holds the targets of every update before it; a resumed run goes on exactly",
         TRAINER,
         "            # The checkpoint's state holds the targets of every update it holds, also those after the last log\n            self._store_num_target_tokens_trained()\n",
         "",
@@ -162,7 +162,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-extra-passes-floored",
-        "0023: with count_skipped_steps=False a max_steps run reads further windows to make up skips (max_steps updates)",
+        "0024: with count_skipped_steps=False a max_steps run reads further windows to make up skips (max_steps updates)",
         TRAINER,
         "        return math.ceil(num_windows / num_update_steps_per_epoch)\n",
         "        return num_windows // num_update_steps_per_epoch\n",
@@ -170,7 +170,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-extra-pass-fires-epoch-begin",
-        "0023: a make-up pass begins no unplanned epoch (on_epoch_begin once)",
+        "0024: a make-up pass begins no unplanned epoch (on_epoch_begin once)",
         TRAINER,
         "            if epoch < self._planned_num_train_epochs:\n                # a further pass goes on",
         "            if epoch < num_passes:\n                # a further pass goes on",
@@ -178,7 +178,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-epoch-not-capped-at-planned",
-        "0023: epoch stays at its planned end during a make-up pass (1.0, not 1.1667)",
+        "0024: epoch stays at its planned end during a make-up pass (1.0, not 1.1667)",
         TRAINER,
         "                    self.state.epoch = min(\n                        epoch + min((step + 1) / batches_per_pass, 1.0), self._planned_num_train_epochs\n                    )\n",
         "                    self.state.epoch = epoch + min((step + 1) / batches_per_pass, 1.0)\n",
@@ -186,7 +186,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-logged-loss-skips-since-start",
-        "0023: the logged loss averages over the interval's optimizer steps, skipped ones included",
+        "0024: the logged loss averages over the interval's optimizer steps, skipped ones included",
         TRAINER,
         "        return num_steps + self.state.skipped_optimizer_steps - self._skipped_optimizer_steps_last_logged\n",
         "        return num_steps + self.state.skipped_optimizer_steps\n",
@@ -194,7 +194,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-steps-applied-from-global-step",
-        "0024: num_optimizer_steps_applied counts applied updates (either meaning of a step)",
+        "0025: num_optimizer_steps_applied counts applied updates (either meaning of a step)",
         TRAINER,
         '            "num_optimizer_steps_applied": num_attempted - self.state.skipped_optimizer_steps,\n',
         '            "num_optimizer_steps_applied": self.state.global_step - self.state.skipped_optimizer_steps,\n',
@@ -202,7 +202,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-step-counts-only-after-skip",
-        "0024: every log of a scaler run carries the counts that differ from step (short windows, GA>1 too)",
+        "0025: every log of a scaler run carries the counts that differ from step (short windows, GA>1 too)",
         TRAINER,
         "        if self.accelerator.scaler is None:\n            return {}\n        num_attempted",
         "        if self.accelerator.scaler is None or not self.state.skipped_optimizer_steps:\n            return {}\n        num_attempted",
