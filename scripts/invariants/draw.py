@@ -107,11 +107,6 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     # two thirds of the resumes keep each argument: the contract models a resume with the same ones
     resume_batch_size = draw(st.just(batch_size) | st.just(batch_size) | st.integers(1, 3))
     resume_ga = draw(st.just(ga) | st.just(ga) | st.integers(1, 4))
-    # the checkpoint holds a key this tree does not know (a later version's field): the tree's own loader (0001)
-    # must drop it and resume as from the checkpoint as saved
-    resume_unknown_key = draw(st.booleans())
-    # the resume counts steps the other way (`count_skipped_steps` flipped): a checkpoint with skips is refused
-    resume_other_reading = draw(st.booleans()) and "count_skipped_steps" in features
     # a third of the cases each: no callback, one that stops epochs, one that stops training
     kind = draw(st.sampled_from([None, "epoch_stop", "train_stop", "save_at"]))
     k = draw(st.integers(0, 6))
@@ -122,12 +117,8 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     input_tokens = draw(st.booleans())
     target_tokens = draw(st.booleans()) and "include_num_target_tokens_trained" in features
     progress = draw(st.booleans())  # the progress bar on (`disable_tqdm=False`)
-    # a parameter the optimizer holds outside the model (0019): `reached` is in the loss times 0 (its gradient is 0,
-    # NaN once a fault reaches the loss), `unreached` in no loss (its gradient stays None), `alternate` in the loss of
-    # the even attempts only; its group's weight decay (AdamW decays a parameter only on a step that gives it a
-    # gradient: a gradient left at zeros instead of None decays it in a window that does not reach it)
-    outside = draw(st.sampled_from([False, "reached", "unreached", "alternate"]))
-    outside_decay = draw(st.sampled_from([0.0, 0.1]))
+    # a parameter the optimizer holds outside the model (0019); how the losses reach it is drawn last (below)
+    outside = draw(st.booleans())
     # fp16: an inf in every attempt from this one on (the loss scale falls to 0 after 154 skips)
     inf_from = draw(st.sampled_from([None, None, None, None, None, None, 0, 2]))
     # a transformers head trained compiled, or through a wrapper that delegates to it (models.WRAPPED)
@@ -136,6 +127,18 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     # rarely (see `_focus`); shrinks to none. The search steers instead (`steer`): each edge and reading in turn
     # (the option's edge twice: its reading has the most claims, 0024's)
     focus = draw(st.sampled_from([None] * 6 + list(FOCUS) + ["option-skips"]))
+    # drawn last, so that the choices above come out as before they were added (issue 54 items 2 and 5):
+    # - the outside parameter: `reached` is in the loss times 0 (its gradient is 0, NaN once a fault reaches the
+    #   loss), `unreached` in no loss (its gradient stays None), `alternate` in the loss of the even attempts only;
+    #   its group's weight decay (AdamW decays a parameter only on a step that gives it a gradient: a gradient left
+    #   at zeros instead of None decays it in a window that does not reach it)
+    outside_mode = draw(st.sampled_from(["reached", "unreached", "alternate"]))
+    outside_decay = draw(st.sampled_from([0.0, 0.1]))
+    # - the checkpoint a resume starts from holds a key this tree does not know (a later version's field): the
+    #   tree's own loader (0001) must drop it and resume as from the checkpoint as saved
+    resume_unknown_key = draw(st.booleans())
+    # - the resume counts steps the other way (`count_skipped_steps` flipped): a checkpoint with skips is refused
+    resume_other_reading = draw(st.booleans()) and "count_skipped_steps" in features
     if "count_skipped_steps" not in features:
         applied_steps = False
 
@@ -168,7 +171,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
         "input_tokens": input_tokens,
         "target_tokens": target_tokens,
         "progress": progress,
-        "outside": outside,
+        "outside": outside_mode if outside else False,
         "outside_decay": outside_decay if outside else 0.0,
         "init_scale": 16.0,
         "inf_from": inf_from if fp16 else None,
@@ -336,7 +339,13 @@ def check(config: Any) -> dict[str, Any]:
         raise ValueError(f"unknown model {config['model']!r} (one of {', '.join(MODELS)})")
     if len(config["targets"]) < 1 or config["batch_size"] < 1 or config["ga"] < 1:
         raise ValueError("targets, batch_size and ga need at least 1")
+    if config["outside"] not in OUTSIDE:
+        raise ValueError(f"outside: one of {', '.join(map(repr, OUTSIDE))}")
     return config
+
+
+# the outside parameter (0019): none, or how the losses reach it (True: every loss, as recorded before the modes)
+OUTSIDE = (False, True, "reached", "unreached", "alternate")
 
 
 # ---- the coverage table: what the search drew, per edge and reading --------------------------------------------

@@ -32,11 +32,12 @@ def _log(step, attempts, steps=None, batches=None, applied=None):
     }
 
 
-def _observation(first_logs, resumed_logs=None, resume_args=(2, 2), fp16=True, skipped=()):
+def _observation(first_logs, resumed_logs=None, resume_args=(2, 2), fp16=True, skipped=(), counts_skipped=True):
     """A first run (fp16: with a gradient scaler) of 3 attempts reading 2, 2 and 1 micro-batches (batch 2,
     accumulation 2) and a checkpoint after its second attempt; with `resumed_logs`, a resume from it (`resume_args`:
-    its batch size and accumulation) whose 2 attempts read 2 and 1 micro-batches. `skipped`: attempts not applied."""
-    config = {"batch_size": 2, "ga": 2, "resume": None, "fp16": fp16}
+    its batch size and accumulation) whose 2 attempts read 2 and 1 micro-batches. `skipped`: attempts not applied;
+    `counts_skipped`: the drawn `count_skipped_steps` (False: the step is the applied updates)."""
+    config = {"batch_size": 2, "ga": 2, "resume": None, "fp16": fp16, "count_skipped_steps": counts_skipped}
     first = Run(2, 2, attempts=_attempts([2, 2, 1], skipped=skipped), logs=first_logs)
     obs = Observation(config, first)
     if resumed_logs is not None:
@@ -59,12 +60,12 @@ def _wrong(where, step, name, value, expected, count):
         # the counts since the start of training that differ from the step: 2 attempts read 4 micro-batches, 3 read 5
         (_observation([_log(2, 2, batches=4), _log(3, 3, batches=5)]), []),
         # a skipped attempt (steps counting applied updates): 3 attempts, 2 applied
-        (_observation([_log(2, 3, 3, 5)], skipped=(1,)), []),
+        (_observation([_log(2, 3, 3, 5)], skipped=(1,), counts_skipped=False), []),
         # the same step counting attempts: 2 applied
         (_observation([_log(3, 3, batches=5, applied=2)], skipped=(1,)), []),
         # the skipped step left out of the count
         (
-            _observation([_log(2, 3, None, 5)], skipped=(1,)),
+            _observation([_log(2, 3, None, 5)], skipped=(1,), counts_skipped=False),
             [_wrong("first run", 2, "num_optimizer_steps_attempted", None, 3, 3)],
         ),
         # one micro-batch too few: the short last window's batch not counted
