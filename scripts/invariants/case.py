@@ -64,6 +64,8 @@ class Run:
     warnings: list[str] = field(default_factory=list)  # what the Trainer's logger warned during the call
     # resumed with `count_skipped_steps` flipped from a checkpoint with skips (drawn `other_reading`): due to refuse
     other_reading: bool = False
+    # resumed with `max_steps` lowered to this (the drawn resume's `max_steps`: at the checkpoint's step, or below)
+    resumed_max_steps: int | None = None
     eval_metrics: list[list[str]] = field(default_factory=list)  # the keys of each evaluation's metrics
     outside: float | None = None  # the outside parameter's value at the end (`outside`, 0019)
     # each evaluation's log entry (every key), with the harness's attempts when it was logged
@@ -84,6 +86,12 @@ def _optimizer_steps(optimizer: Any) -> int:
     inner = getattr(optimizer, "optimizer", optimizer)
     steps = [float(s["step"]) for s in inner.state.values() if "step" in s]
     return int(max(steps)) if steps else 0
+
+
+def lowers_max_steps(config: dict[str, Any]) -> bool:
+    """Whether the drawn resume lowers `max_steps` to its checkpoint's step or below (a `max_steps` run only)."""
+    resume = config.get("resume") or {}
+    return bool(resume.get("max_steps")) and config["max_steps"] > 0
 
 
 def outside_reaches(config: dict[str, Any], attempt: int) -> bool:
@@ -357,7 +365,13 @@ def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -
         save_total_limit=config.get("save_total_limit"),
         eval_strategy=config.get("eval") or "no",
         eval_steps=config.get("eval_steps") or 1,
-        include_num_input_tokens_seen="all" if config.get("input_tokens") else "no",
+        include_num_input_tokens_seen=(
+            "non_padding"
+            if config.get("input_tokens") == "non_padding"
+            else "all"
+            if config.get("input_tokens")
+            else "no"
+        ),
         report_to="none",
         disable_tqdm=not config.get("progress"),
         use_cpu=True,
@@ -503,6 +517,10 @@ def _resume(
     if resume.get("other_reading") and skipped:
         run.other_reading = True
         config = {**config, "count_skipped_steps": not config.get("count_skipped_steps", True)}
+    if lowers_max_steps(config):
+        step = save["global_step"]
+        run.resumed_max_steps = step - 1 if resume["max_steps"] == "below" and step > 1 else step
+        config = {**config, "max_steps": run.resumed_max_steps}
     _train(config, folder, run, save["dir"], seconds)
     return {k: save[k] for k in ("global_step", "attempts", "epoch_end")}, run
 

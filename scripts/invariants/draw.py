@@ -139,6 +139,10 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     resume_unknown_key = draw(st.booleans())
     # - the resume counts steps the other way (`count_skipped_steps` flipped): a checkpoint with skips is refused
     resume_other_reading = draw(st.booleans()) and "count_skipped_steps" in features
+    # - a `max_steps` run resumed with `max_steps` at the checkpoint's step or below it: it trains no further update
+    resume_max_steps = draw(st.sampled_from([None, None, None, "at", "below"]))
+    # - how `include_num_input_tokens_seen` counts, when on: the samples have no padding, so both count the same
+    input_tokens_mode = draw(st.sampled_from(["all", "non_padding"]))
     if "count_skipped_steps" not in features:
         applied_steps = False
 
@@ -168,7 +172,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
         "save_total_limit": save_total_limit if save_steps else None,
         "eval": evaluate,
         "eval_steps": eval_steps,
-        "input_tokens": input_tokens,
+        "input_tokens": input_tokens_mode if input_tokens else False,
         "target_tokens": target_tokens,
         "progress": progress,
         "outside": outside_mode if outside else False,
@@ -185,6 +189,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
                 "again": again,
                 "unknown_key": resume_unknown_key,
                 "other_reading": resume_other_reading,
+                **({"max_steps": resume_max_steps} if resume_max_steps else {}),
             }
             if resume and save_steps
             else None

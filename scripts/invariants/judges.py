@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from . import contract, models, reference
-from .case import COUNT_KEYS, Observation, Run, outside_reaches
+from .case import COUNT_KEYS, Observation, Run, lowers_max_steps, outside_reaches
 
 
 GRAD_RTOL = 1e-5
@@ -65,7 +65,8 @@ def _counts_skipped(obs: Observation) -> bool:
 
 def _same_arguments(obs: Observation) -> bool:
     resume = obs.config["resume"]
-    return resume is not None and (resume["batch_size"], resume["ga"]) == (obs.config["batch_size"], obs.config["ga"])
+    same = resume is not None and (resume["batch_size"], resume["ga"]) == (obs.config["batch_size"], obs.config["ga"])
+    return same and not lowers_max_steps(obs.config)
 
 
 def _faults(obs: Observation) -> Callable[[int], bool]:
@@ -94,8 +95,8 @@ def expected(obs: Observation, run: Run) -> contract.Expected | None:
         return cache[id(run)]
     config, fault = obs.config, _faults(obs)
     result: contract.Expected | None = None
-    if run.other_reading:
-        pass  # due to be refused (`reading-refused`)
+    if run.other_reading or run.resumed_max_steps is not None:
+        pass  # due to be refused (`reading-refused`), or to train nothing (`resume-past-max-steps`)
     elif run is obs.first:
         result = contract.simulate(config, run.batch_size, run.ga, fault)
     elif _same_arguments(obs):
@@ -516,6 +517,26 @@ def reading_refused(obs: Observation) -> list[str] | None:
                 f"{where}: a checkpoint saved with count_skipped_steps={saved} after a skip, resumed with "
                 f"count_skipped_steps={not saved}: {what} after {len(run.attempts)} attempt(s); due: an error naming "
                 "count_skipped_steps, before any attempt"
+            )
+    return found if checked else None
+
+
+def resume_past_max_steps(obs: Observation) -> list[str] | None:
+    """A `max_steps` run resumed with `max_steps` at its checkpoint's step or below trains no further update: it
+    returns at the checkpoint's step, with no optimizer attempt, and `train_loss` the release's 0.0 for a call that
+    trained nothing. Series claim: 0008."""
+    found = []
+    checked = False
+    for where, run in _runs(obs):
+        if run.resumed_max_steps is None or run.other_reading:
+            continue
+        checked = True
+        loss = (run.metrics or {}).get("train_loss")
+        if run.error_kind is not None or run.attempts or run.global_step != run.initial_step or loss != 0.0:
+            found.append(
+                f"{where}: resumed from checkpoint-{run.initial_step} with max_steps {run.resumed_max_steps}: "
+                f"{run.error or f'{len(run.attempts)} attempt(s), ended at global_step {run.global_step}'}, "
+                f"train_loss {loss}; due: no attempt, global_step {run.initial_step}, train_loss 0.0"
             )
     return found if checked else None
 
@@ -1089,6 +1110,7 @@ INVARIANTS: dict[str, Judge] = {
     "train-metrics": train_metrics,
     "release-loads": release_loads,
     "reading-refused": reading_refused,
+    "resume-past-max-steps": resume_past_max_steps,
     "completes": completes,
 }
 
