@@ -118,14 +118,22 @@ def test_the_edges_drawn_on_purpose_hold_what_they_aim_at():
 
 
 def test_a_draw_reaches_each_edge_and_each_wrapper():
-    configs = _drawn(seed=7)  # a seed whose 400 draws hold enough delegating bert_tok heads (8 of 400 at seed 3)
+    configs = _drawn()
     assert all(draw.check(c) == c for c in configs[:20])
     epoch_last_skips = [c for c in configs if c["max_steps"] == 0 and c["fp16"] and c["inject"]]
     assert len(epoch_last_skips) >= 20
     assert {c["wrap"] for c in configs} == {None, "compiled", "delegating"}
     assert all(c["wrap"] is None for c in configs if c["model"] not in ("bert_cls", "bert_tok", "llama_lm"))
     # a delegating bert_tok also gets samples without targets: its declaration reaches the Trainer, which weighs them 0
-    assert any(min(c["targets"]) == 0 for c in configs if c["wrap"] == "delegating" and c["model"] == "bert_tok")
+    # (searched for: in 400 draws of a seed there are 0 to 17 delegating bert_tok heads)
+    from hypothesis import find, settings
+
+    found = find(
+        draw.configs(),
+        lambda c: c["wrap"] == "delegating" and c["model"] == "bert_tok" and min(c["targets"]) == 0,
+        settings=settings(max_examples=2000, database=None, deadline=None),
+    )
+    assert found["model"] == "bert_tok" and min(found["targets"]) == 0
 
 
 def test_the_search_runs_each_configuration_once_and_tables_what_it_drew():
