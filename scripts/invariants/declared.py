@@ -19,7 +19,7 @@ from typing import Any
 
 
 # What 0007 adds to the saved state of a stream read more than once, and what 0025 logs
-STREAM_POSITION = "train_dataloader_batches_seen"
+STREAM_POSITION = "train_dataloader_position"
 LOGGED_COUNTS = "num_optimizer_steps_attempted"
 # 0016 before issue 38: the token-weighted mean for any module without **kwargs
 GUESSED_MEAN = (

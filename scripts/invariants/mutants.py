@@ -71,10 +71,13 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "resume-ignores-saved-position",
-        "0007: a run resumed in a later pass over a stream goes on at the next batch it saved",
+        "0007: a run resumed in a later pass over a stream goes on at the next batch its saved epoch gives",
         TRAINER,
-        "            if self.state.train_dataloader_epoch is not None:\n                epochs_trained = ",
-        "            if False:\n                epochs_trained = ",
+        "self.state.train_dataloader_position or self._train_dataloader_position(num_update_steps_per_epoch)",
+        "self.state.train_dataloader_position or (\n"
+        "                    self.state.global_step // num_update_steps_per_epoch,\n"
+        "                    self.state.global_step % num_update_steps_per_epoch * self.args.gradient_accumulation_steps,\n"
+        "                )",
     ),
     Mutant(
         "kept-window-loss-reordered",
@@ -189,8 +192,8 @@ MUTANTS: list[Mutant] = [
         "processes-count-not-shared",
         "0016: with average_tokens_across_devices, a declared head's batch is weighted by all processes' targets",
         TRAINER,
-        "num_targets = num_targets * (self.accelerator.num_processes // self.get_tp_size())",
-        "num_targets = num_targets",
+        "batches *= self.accelerator.num_processes // self.get_tp_size()",
+        "batches *= 1",
     ),
     Mutant(
         "process-without-targets-left-out",
@@ -327,8 +330,8 @@ MUTANTS: list[Mutant] = [
         "0016: under the token-weighted mean a micro-batch without targets (its mean is 0/0) adds 0 to the window's "
         "loss and gradient",
         TRAINER,
-        "loss = torch.where(num_targets > 0, loss, 0) * (",
-        "loss = loss * (",
+        "loss = torch.where(num_targets > 0, loss, 0) * weight.to(loss.dtype)",
+        "loss = loss * weight.to(loss.dtype)",
         tree="series",
     ),
     # ---- 0024 (fork): count_skipped_steps=False --------------------------------------------------------------------
@@ -386,8 +389,8 @@ MUTANTS: list[Mutant] = [
         "stream-position-one-batch-short",
         "0007: a run resumed in a later pass over a stream goes on at the exact next batch it saved",
         TRAINER,
-        "self._record_train_dataloader_position(epoch, step + 1, steps_in_epoch, num_update_steps_per_epoch)",
-        "self._record_train_dataloader_position(epoch, step, steps_in_epoch, num_update_steps_per_epoch)",
+        "self._record_train_dataloader_position(epoch, step + 1, num_update_steps_per_epoch)",
+        "self._record_train_dataloader_position(epoch, step, num_update_steps_per_epoch)",
         tree="series",
     ),
     Mutant(
