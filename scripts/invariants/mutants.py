@@ -316,12 +316,11 @@ MUTANTS: list[Mutant] = [
     # ---- 0011: heads with an inline loss ---------------------------------------------------------------------------
     Mutant(
         "generic-seqcls-takes-the-count",
-        "0011: GenericForSequenceClassification (Llama/Mistral/... sequence classifiers) declares "
-        "accepts_loss_kwargs=False, so the Trainer averages its micro-batch losses over the window",
+        "0011: GenericForSequenceClassification (Llama/Mistral/... sequence classifiers) hands the count to its "
+        "loss, so a window's loss is the mean over its labels (it took none and was summed over the window)",
         LAYERS,
-        "    # The loss is the mean over the batch, whatever `num_items_in_batch` is: the Trainer averages over the window\n"
-        "    accepts_loss_kwargs = False\n",
-        "",
+        "                logits=logits, labels=labels, pooled_logits=pooled_logits, config=self.config, **kwargs\n",
+        "                logits=logits, labels=labels, pooled_logits=pooled_logits, config=self.config\n",
         tree="series",
     ),
     # ---- 0016: token-weighted mean ---------------------------------------------------------------------------------
