@@ -84,12 +84,8 @@ MUTANTS: list[Mutant] = [
         "0017: a window the filter keeps is added to the running loss as in 5.25.0, float for float (found by the "
         "cold review of issue 52: a window-summed total changed the logged loss of runs without NaN)",
         TRAINER,
-        "                self._tr_loss += tr_loss_step\n",
-        "                window_sum = tr_loss_step if i == 0 else window_sum + tr_loss_step\n"
-        "                if filter_windows:\n"
-        "                    self._tr_loss.copy_(loss_before_window + window_sum)\n"
-        "                else:\n"
-        "                    self._tr_loss += tr_loss_step\n",
+        "        kept_loss = torch.where(replaced, windows.where(kept & windows.isfinite(), 0.0).sum(1), losses[:, 0])\n",
+        "        kept_loss = windows.where(kept & windows.isfinite(), 0.0).sum(1)\n",
     ),
     Mutant(
         "unset-fields-saved",
@@ -197,23 +193,24 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "process-without-targets-left-out",
-        "0017: on several processes, one without targets in a window adds 0 to the logged loss",
+        "0017: on several processes, one without targets in a window the others keep adds 0 to the logged loss (the "
+        "window is left out only when no process has a target)",
         TRAINER,
-        "if self._data_parallel_size > 1 and not self.args.average_tokens_across_devices:",
-        "if False:",
+        "kept = ~windows.isnan().any(0) & ~(windows == -torch.inf).all(0)",
+        "kept = windows.isfinite().all(0)",
     ),
     Mutant(
         "nan-window-kept",
         "0017: a window with a NaN loss is left out of the logged loss",
         TRAINER,
-        "left_out = ~window_is_finite",
-        "left_out = torch.zeros_like(window_is_finite)",
+        "        kept = ~windows.isnan().any(0) & ~(windows == -torch.inf).all(0)\n",
+        "        kept = ~(windows == -torch.inf).all(0)\n",
     ),
     Mutant(
         "train-loss-over-steps",
         "0017: train_loss is the mean over the windows kept",
         TRAINER,
-        "num_kept = num_optimizer_steps - self._total_filtered_losses",
+        "num_kept = num_optimizer_steps - self._total_filtered_windows",
         "num_kept = num_optimizer_steps",
     ),
     Mutant(
@@ -292,8 +289,8 @@ MUTANTS: list[Mutant] = [
         "0017: train_loss is the mean over the windows logging_nan_inf_filter kept (the windows filtered in every "
         "logging interval are left out of the divisor)",
         TRAINER,
-        "            self._total_filtered_losses += num_filtered_losses\n",
-        "",
+        "            self._total_filtered_windows += round(num_filtered)\n",
+        "            self._total_filtered_windows = round(num_filtered)\n",
         tree="series",
     ),
     Mutant(
@@ -301,15 +298,15 @@ MUTANTS: list[Mutant] = [
         "0017: the running mean `_tr_loss` holds in a filtered window's place (for a subclass with a copy of 5.25.0's "
         "`_maybe_log_save_evaluate`) is taken back out of the logged loss",
         TRAINER,
-        "                    tr_loss - self._filtered_loss,\n",
-        "                    tr_loss,\n",
+        "        kept_loss = torch.where(replaced, windows.where(kept & windows.isfinite(), 0.0).sum(1), losses[:, 0])\n",
+        "        kept_loss = losses[:, 0]\n",
         tree="series",
     ),
     Mutant(
         "filtered-total-forgets-logged-windows",
         "0017: train()'s total_nan_inf_filtered_windows counts the windows left out in every logging interval",
         TRAINER,
-        "            self._total_filtered_windows += round(num_filtered_windows)\n",
+        "            self._total_filtered_windows += round(num_filtered)\n",
         "",
         tree="series",
     ),
