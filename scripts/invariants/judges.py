@@ -3,6 +3,7 @@
 harness injected, never from the Trainer's own counters. Each docstring names the series' claim it checks.
 """
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -1058,6 +1059,37 @@ def release_loads(obs: Observation) -> list[str] | None:
     return found if checked else None
 
 
+PASS_LENGTH_KEY = "train_dataloader_batches_per_pass"
+
+
+def first_pass_keys(obs: Observation) -> list[str] | None:
+    """A stream's checkpoint saved in its first pass, or at that pass's end (an epoch's save, before a batch of the
+    next pass is read), holds no stored pass length: the first pass counts its `epoch` against the stand-in, and the
+    length goes into the state from the first step of the next pass on, so a stream read once keeps the release's keys.
+    Series claim: 0009."""
+    if not obs.config["streamed"]:
+        return None
+    found = []
+    checked = False
+    for where, run in _runs(obs):
+        exp = expected(obs, run)
+        if exp is None or exp.cut or len(exp.saves) != len(run.saves) or run.error_kind is not None:
+            continue
+        for position, save in zip(exp.saves, run.saves, strict=True):
+            if not save.get("state_json") or not (
+                position.pass_index == 0 or (position.pass_index, position.window) == (1, 0)
+            ):
+                continue
+            checked = True
+            if PASS_LENGTH_KEY in json.loads(save["state_json"]):
+                found.append(
+                    f"{where}: checkpoint-{save['global_step']}, saved in the first pass or at its end, holds "
+                    f"{PASS_LENGTH_KEY}"
+                )
+                break
+    return found if checked else None
+
+
 def _short(values: list[int]) -> str:
     return str(values) if len(values) <= 12 else f"[{', '.join(map(str, values[:12]))}, ...]"
 
@@ -1109,6 +1141,7 @@ INVARIANTS: dict[str, Judge] = {
     "eval-metrics": eval_metrics,
     "train-metrics": train_metrics,
     "release-loads": release_loads,
+    "first-pass-keys": first_pass_keys,
     "reading-refused": reading_refused,
     "resume-past-max-steps": resume_past_max_steps,
     "completes": completes,
