@@ -57,7 +57,8 @@ class Position:
     pass_index: int = 0
     window: int = 0  # the next window of the pass
     consecutive_skips: int = 0
-    leaked: list[int] = field(default_factory=list)  # a cut window's trained samples, added to the next window
+    # the micro-batches of cut windows, trained with the next window (one each: two passes cut in a row leak two)
+    leaked: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -200,10 +201,10 @@ def simulate(
                 flags["log"] = flags["eval"] = flags["save"] = False
             if cut and len(window) > 1:
                 # the epoch ends after the window's first micro-batch: no optimizer step, its gradient stays
-                pos.leaked += window[0]
+                pos.leaked.append(window[0])
                 out.cut = True
                 break
-            content = ([pos.leaked] if pos.leaked else []) + window
+            content = pos.leaked + window
             pos.leaked = []
             scale_zero = config["fp16"] and pos.skipped >= zero_at
             skipped = bool(config["fp16"] and (fault(pos.attempt) or scale_zero))
