@@ -425,15 +425,18 @@ def check_upstream_stack(
 def apply_backports(target: Target, version: str, results: list[PatchResult]) -> None:
     """On an older release the manifest declares patches for (`[targets.<t>.backports]`): a declared patch that
     conflicts needs a backport there (verdict `backport`, a note, no failure), and so do the patches blocked by it
-    only; a declared patch that goes in is a stale declaration (a failure)."""
+    only; so does one that goes in but whose own tests fail there (the release lacks what it relies on, e.g. a class
+    it changed later); a declared patch that goes in and passes is a stale declaration (a failure)."""
     declared = target.backports[version]
     needs = set()
     for res in results:
         if res.name not in declared:
             continue
-        if res.base_status == BaseStatus.CONFLICT:
+        red_there = res.applies and res.green is not None and not res.green_with_fix
+        if res.base_status == BaseStatus.CONFLICT or red_there:
             needs.add(res.name)
-            res.notes += [f"needs a backport to {target.package} {version} (declared: {declared[res.name]})"]
+            why = "goes in, but its tests fail there: " if red_there else ""
+            res.notes += [f"{why}needs a backport to {target.package} {version} (declared: {declared[res.name]})"]
             res.notes += res.problems
             res.problems = []
             res.verdict = Verdict.BACKPORT

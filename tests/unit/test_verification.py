@@ -364,3 +364,8 @@ def test_a_patch_declared_to_need_a_backport_to_an_older_release():
     stale = [_patch(p1, base_status="clean")]
     verification.apply_backports(target, "0.9", stale)
     assert stale[0].verdict == Verdict.FAIL and "remove the stale declaration" in stale[0].problems[0]
+    # one that goes in but whose own tests fail there needs its backport too
+    red = _patch(p1, Verdict.FAIL, base_status="clean", problems=["green: failed 1/0"])
+    red.green = PytestRun(status=RunStatus.FAILED, exit_code=1)
+    verification.apply_backports(target, "0.9", [red])
+    assert red.verdict == Verdict.BACKPORT and red.notes[0].startswith("goes in, but its tests fail there: needs")
