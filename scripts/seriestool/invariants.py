@@ -507,10 +507,8 @@ def mutation_lines(rows: Sequence[JSON], seconds: float) -> list[str]:
         )
     score = caught / len(rows) if rows else 0.0
     lines.append(f"  score: {caught}/{len(rows)} caught ({score:.0%}) in {seconds:.0f}s")
-    for origin in sorted({r.get("origin", OWN) for r in rows}):
-        mine = [r for r in rows if r.get("origin", OWN) == origin]
-        got = sum(1 for r in mine if r["caught"])
-        lines.append(f"  {ORIGINS.get(origin, origin)}: {got}/{len(mine)} caught ({got / len(mine):.0%})")
+    for origin, (got, total) in _caught_by_origin(rows).items():
+        lines.append(f"  {ORIGINS.get(origin, origin)}: {got}/{total} caught ({got / total:.0%})")
     return lines
 
 
@@ -522,8 +520,13 @@ ORIGINS = {OWN: "the checker's own list", "outside": "written from the patches a
 def mutation_scores(rows: Sequence[JSON]) -> dict[str, float]:
     """The share of mutants caught, per origin (each is gated on its own: a list its authors wrote for their own
     checker is scored apart from one written without reading it)."""
-    scores = {}
+    return {origin: got / total for origin, (got, total) in _caught_by_origin(rows).items()}
+
+
+def _caught_by_origin(rows: Sequence[JSON]) -> dict[str, tuple[int, int]]:
+    """origin -> (mutants caught, mutants), in the origins' order."""
+    counts: dict[str, tuple[int, int]] = {}
     for origin in sorted({r.get("origin", OWN) for r in rows}):
         mine = [r for r in rows if r.get("origin", OWN) == origin]
-        scores[origin] = sum(1 for r in mine if r["caught"]) / len(mine)
-    return scores
+        counts[origin] = (sum(1 for r in mine if r["caught"]), len(mine))
+    return counts
