@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from . import declared, draw, judges, processes, report
@@ -159,6 +160,35 @@ def _two_process_check(args: Any, profile: Any, source: str) -> tuple[list[dict[
     return entries, checked
 
 
+def _census(args: Any, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run the tree's census (`args.census`): its figures go to `result["census"]`; what it found wrong, as a
+    violation entry (none is declared: a head the census fails on is always wrong)."""
+    from . import census
+
+    figures = census.run(args.census)
+    result["census"] = figures  # reported beside the invariants (one run, not a count of examples)
+    found = census.found(figures)
+    print(
+        f"invariants: census: exit {figures['exit']}, {len(figures['failing'])} head(s) failing, "
+        f"{figures.get('not_checked', 0)} not checked ({figures['seconds']}s)",
+        flush=True,
+    )
+    if not found:
+        return []
+    entry = {
+        "invariant": census.INVARIANT,
+        "key": census.INVARIANT,
+        "tree": args.tree_label,
+        "config": {"census": "utils/check_loss_kwargs_declarations.py"},
+        "found": found,
+        "declared": None,
+        "replay": f"PYTHONPATH=<the tree's src> python {Path(args.census).name} (from the tree's utils/)",
+    }
+    for line in report.violation_lines(entry):
+        print(line, flush=True)
+    return [entry]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="invariants")
     p.add_argument("--tree-label", required=True)
@@ -169,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--release-path", help="PYTHONPATH of the release, for the release-loads invariant")
     p.add_argument("--result", required=True)
     p.add_argument("--first", action="store_true", help="stop at the first undeclared violation, unshrunk (mutants)")
+    p.add_argument("--census", help="the tree's utils/check_loss_kwargs_declarations.py, run beside the search")
     args = p.parse_args(argv)
     profile = draw.PROFILES[args.profile]
     if args.release_path:
@@ -225,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             replayed=True,
         )
     else:
+        # the tree's census of every head (issue 54 item 5): before a mutant's search (it alone sees a declaration),
+        # after any other's
+        census_entries = _census(args, result) if args.census and args.first else []
         search = Search(
             args.tree_label,
             args.tree_spec,
@@ -236,12 +270,16 @@ def main(argv: list[str] | None = None) -> int:
             first_only=args.first,
             features=features,
         )
-        search.run()
+        if not census_entries:
+            search.run()
+        if args.census and not args.first:
+            census_entries = _census(args, result)
+        search.violations += census_entries
         result.update(examples=search.examples, violations=search.violations, declared=search.declared, replayed=False)
         checked = dict(search.checked)
         discriminating = dict(search.discriminating)
         # the 2-process configurations (the mutation check: only when the search found nothing)
-        if profile.processes and not (args.first and search.violations):
+        if profile.processes and not (args.first and search.violations):  # the census's entries included
             found, checked_two = _two_process_check(args, profile, source)
             result["invariants"] += list(processes.INVARIANTS)
             result["processes"] = profile.processes
@@ -258,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
             "cells": dict(sorted(search.cells.items())),
             "cell_gaps": draw.cell_gaps(search.cells, search.features) if not args.first else [],
         }
+        if "processes" in result:  # the 2-process configurations' row (what they drew, not steered)
+            row = processes.cells(processes.configs(args.seed, profile.processes))
+            result["coverage"]["cells"]["processes/2"] = row
+            result["coverage"]["cell_gaps"] += processes.cell_gaps(row) if not args.first else []
         result["features"] = sorted(search.features)
         for entry in search.declared:
             for line in report.violation_lines(entry):

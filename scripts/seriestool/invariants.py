@@ -146,21 +146,45 @@ def describe_trees(ctx: Context, target: Target) -> dict[str, str]:
 def tree_paths(ctx: Context, target: Target, trees: Sequence[Tree]) -> tuple[dict[str, list[Path]], list[Path]]:
     """PYTHONPATH entries of each tree, and the release's (for the release-loads invariant). Without a fork tier,
     `upstream` gets the series' entries."""
+    paths, release, _ = tree_sources(ctx, target, trees)
+    return paths, release
+
+
+# The series' census of the heads the Trainer hands the token count (0015): the worker runs each tree's own copy
+CENSUS = "utils/check_loss_kwargs_declarations.py"
+
+
+def tree_sources(
+    ctx: Context, target: Target, trees: Sequence[Tree]
+) -> tuple[dict[str, list[Path]], list[Path], dict[str, str | None]]:
+    """`tree_paths`, and the text of each tree's census (`CENSUS`, from the tree's commit or checkout; None where the
+    tree has none, as the release)."""
     series = downstream.series_points(ctx, target)
     release = series.paths(series.points[0])
     out: dict[str, list[Path]] = {}
+    census: dict[str, str | None] = {}
     for tree in trees:
+        point = None
         if tree.label == RELEASE:
             out[tree.label] = release
+            point = series.points[0]
         elif tree.label == UPSTREAM:
-            point = upstream_point(target, series)
-            out[tree.label] = series.paths(series.points[-1] if point is None else point)
+            point = upstream_point(target, series) or series.points[-1]
+            out[tree.label] = series.paths(point)
         elif tree.label == SERIES:
-            out[tree.label] = series.paths(series.points[-1])
+            point = series.points[-1]
+            out[tree.label] = series.paths(point)
         else:
             assert tree.folder is not None
             out[tree.label] = [tree.folder / "src"]
-    return out, release
+            script = tree.folder / CENSUS
+            census[tree.label] = script.read_text(encoding="utf-8") if script.is_file() else None
+        if point is not None:
+            repo, commits = series.repos[target.name]
+            commit = commits[point.trees[target.name] or series.base_trees[target.name]]
+            has = repo.out("ls-tree", "--name-only", commit, CENSUS).strip()
+            census[tree.label] = repo.out("show", f"{commit}:{CENSUS}") if has else None
+    return out, release, census
 
 
 # The most a worker may take: the profile's search budget per tree (scripts/invariants/draw.py) and a margin.
@@ -181,6 +205,7 @@ def worker_command(
     replay: JSON | None,
     release: Sequence[Path],
     first: bool = False,
+    census: Path | None = None,
 ) -> list[str]:
     cmd = [str(python), "-m", "invariants", "--tree-label", tree.label, "--tree-spec", tree.spec]
     cmd += ["--profile", profile, "--seed", str(seed), "--result", str(result)]
@@ -189,6 +214,8 @@ def worker_command(
         cmd += ["--replay", json.dumps(replay)]
     if first:
         cmd.append("--first")
+    if census is not None:
+        cmd += ["--census", str(census)]
     return cmd
 
 
@@ -206,13 +233,20 @@ def run_worker(
     log_path: Path,
     say: Say | None = None,
     first: bool = False,
+    census: str | None = None,
 ) -> JSON:
     """Run the worker on `tree`; its lines go to `out` (and `log_path`) as they come, `say` gets a progress line
     while it runs (with its last line). Returns its result, or a result with `crashed` when it gave none. A
     configuration the worker refuses is a SeriesError."""
     with tempfile.TemporaryDirectory(prefix="invariants-") as tmp:
         result = Path(tmp) / "result.json"
-        cmd = worker_command(python, tree, profile, seed, result, replay=replay, release=release, first=first)
+        script = None
+        if census is not None and replay is None:  # the tree's census (a replay judges one configuration only)
+            script = Path(tmp) / "check_loss_kwargs_declarations.py"
+            script.write_text(census, encoding="utf-8")
+        cmd = worker_command(
+            python, tree, profile, seed, result, replay=replay, release=release, first=first, census=script
+        )
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w", encoding="utf-8") as log:
             proc = subprocess.Popen(
@@ -398,10 +432,24 @@ def summary_lines(report: JSON) -> list[str]:
         if covered and not tree.get("replayed"):
             lines.append(covered)
             lines += cell_lines(tree.get("coverage") or {})
+        lines += census_lines(tree.get("census"))
         for gap in coverage_gaps(tree, report["profile"]):
             judged = "" if tree["tree"] != RELEASE else " (the release: reported, not judged)"
             lines.append(f"    TOO LITTLE COVERED{judged}: {gap}")
     return lines
+
+
+def census_lines(census: JSON | None) -> list[str]:
+    """The tree's census of every head's declaration (`CENSUS`), as the worker ran it (none: the tree has none)."""
+    if not census:
+        return []
+    if census.get("error"):
+        return [f"    census ({CENSUS}): did not run to its end: {census['error']}"]
+    return [
+        f"    census ({CENSUS}): exit {census['exit']}, {len(census['failing'])} head(s) handed the count although "
+        f"their loss ignores it, {census.get('not_checked', 0)} not checked, {census.get('declared_averaged', 0)} "
+        f"declared averaged although their loss takes it ({census['seconds']:.0f}s)"
+    ]
 
 
 def rerun_command(profile: str, seed: int, trees: Sequence[Tree]) -> str:
@@ -414,6 +462,11 @@ def rerun_command(profile: str, seed: int, trees: Sequence[Tree]) -> str:
 
 
 MUTANT_TREES = (UPSTREAM, SERIES)  # the trees a mutant may apply to (its `tree`)
+
+
+def touches_models(mutant: Any) -> bool:
+    """Whether `mutant` edits a model (a head's declaration, a shared loss or head class): the census can see it."""
+    return str(mutant.file).startswith(("models/", "loss/", "modeling_layers.py"))
 
 
 def mutant_paths(paths: Sequence[Path], mutant: Any, folder: Path) -> list[Path]:

@@ -113,8 +113,23 @@ class _Series:
             trees[companion.name] = f"a{index}"
             self.points.append(Point(len(self.points), f"accelerate {patch[:4]}", patch, companion.name, dict(trees)))
 
+        # the census (0015's check) arrives with the third patch: each tree id's commit, and a repository that shows it
+        self.base_trees = {target.name: "t0"}
+        commits = {f"t{i}": f"c{i}" for i in range(len(target.patches) + 1)}
+        self.repos = {target.name: (_CensusRepo(), commits)}
+
     def paths(self, point):
         return [Path("/trees") / tree for tree in point.trees.values() if tree is not None]
+
+
+class _CensusRepo:
+    """A repository whose commits c3 and later hold the census script (its text names the commit)."""
+
+    def out(self, *args):
+        commit = args[2] if args[0] == "ls-tree" else args[1].split(":")[0]
+        if args[0] == "ls-tree":
+            return invariants.CENSUS if int(commit[1:]) >= 3 else ""
+        return f"# census of {commit}"
 
 
 def _ctx(manifest, tmp_path=None):
@@ -136,6 +151,9 @@ def test_the_upstream_tree_is_the_upstream_tier_on_the_released_companions(monke
     assert release == paths["release"] == [Path("/trees/t0")]
     assert paths["upstream"] == [Path("/trees/t3")]  # no accelerate patch: the venv's released accelerate
     assert paths["series"] == [Path("/trees/t5"), Path("/trees/a2")]
+    # each tree's own census, from its commit (the release has none)
+    _, _, census = invariants.tree_sources(_ctx(manifest), main, trees)
+    assert census == {"release": None, "upstream": "# census of c3", "series": "# census of c5"}
 
 
 def test_without_a_fork_tier_the_upstream_tree_is_the_series(monkeypatch):
@@ -184,7 +202,9 @@ def _run_command(monkeypatch, tmp_path, manifest, argv):
     fake_paths = {"release": [Path("/r")], "upstream": [Path("/u")], "series": [Path("/s")]}
     monkeypatch.setattr(pyenv, "interpreter", lambda *args, **kwargs: Path("/python"))
     monkeypatch.setattr(
-        invariants, "tree_paths", lambda ctx, target, trees: ({t.label: fake_paths[t.label] for t in trees}, [])
+        invariants,
+        "tree_sources",
+        lambda ctx, target, trees: ({t.label: fake_paths[t.label] for t in trees}, [], {t.label: None for t in trees}),
     )
     monkeypatch.setattr(invariants, "run_worker", worker)
     args = cli.build_parser().parse_args(["invariants", *argv])
@@ -489,6 +509,29 @@ def test_the_summary_states_the_coverage():
     assert not report["ok"]
 
 
+def test_the_summary_states_the_census():
+    tree = dict(_covered(150, {"window-content": 150}), examples=150, seconds=10, tree="series")
+    tree["census"] = {"exit": 1, "failing": ["SegformerForSemanticSegmentation"], "not_checked": 16, "seconds": 19.2}
+    tree["census"]["declared_averaged"] = 29
+    lines = invariants.summary_lines(invariants.make_report("ci", 0, [tree], [], 1))
+    assert (
+        "    census (utils/check_loss_kwargs_declarations.py): exit 1, 1 head(s) handed the count although their loss "
+        "ignores it, 16 not checked, 29 declared averaged although their loss takes it (19s)"
+    ) in lines
+    tree["census"] = {"error": "the census took more than 300s"}
+    assert (
+        "    census (utils/check_loss_kwargs_declarations.py): did not run to its end: the census took more than 300s"
+    ) in invariants.summary_lines(invariants.make_report("ci", 0, [tree], [], 1))
+
+
+def test_a_mutant_of_a_model_file_is_searched_with_the_census():
+    from types import SimpleNamespace
+
+    assert invariants.touches_models(SimpleNamespace(file="models/segformer/modeling_segformer.py"))
+    assert invariants.touches_models(SimpleNamespace(file="modeling_layers.py"))
+    assert not invariants.touches_models(SimpleNamespace(file="trainer.py"))
+
+
 def test_the_summary_states_the_checked_and_the_discriminating_examples():
     checked = {"window-content": 41, "skip-count": 97, "saves-due": 3}
     discriminating = {"window-content": 41, "skip-count": 31, "logs-due": 4}
@@ -653,18 +696,24 @@ def test_each_mutant_runs_on_its_own_tree_and_must_fit_it_before_any_runs(monkey
     ]
     asked, ran = [], {}
 
-    def tree_paths(ctx, target, wanted):
+    def tree_sources(ctx, target, wanted):
         asked.append([t.label for t in wanted])
-        return {t.label: [trees[t.label]] for t in wanted}, [Path("/release")]
+        return (
+            {t.label: [trees[t.label]] for t in wanted},
+            [Path("/release")],
+            {t.label: f"# {t.label}" for t in wanted},
+        )
 
     def worker(python, tree, paths, release, **kwargs):
+        # the census goes with a mutant of a model file only (the search alone sees the Trainer)
+        assert kwargs["census"] == ("# upstream" if tree.spec == "upstream" else None)
         package = paths[0] / "transformers"
         ran[tree.label] = (tree.spec, (package / "trainer.py").read_text(encoding="utf-8"))
         ran[tree.label] += ((package / "models" / "bert" / "modeling_bert.py").read_text(encoding="utf-8"),)
         return {"tree": tree.label, "violations": [{"invariant": "saves-due"}], "examples": 1, "seconds": 1}
 
     monkeypatch.setattr(pyenv, "interpreter", lambda *args, **kwargs: Path("/python"))
-    monkeypatch.setattr(invariants, "tree_paths", tree_paths)
+    monkeypatch.setattr(invariants, "tree_sources", tree_sources)
     monkeypatch.setattr(invariants, "run_worker", worker)
     monkeypatch.setattr(command, "_mutants", lambda names: chosen)
     ctx = _ctx(_targets(), tmp_path)

@@ -137,7 +137,7 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
     if any(t.label == invariants.UPSTREAM for t in needed):
         invariants.upstream_index(target)  # a fork tier that does not come last: bad input, before any work
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
-    paths, release = invariants.tree_paths(ctx, target, needed)
+    paths, release, census = invariants.tree_sources(ctx, target, needed)
     counts = ", ".join(f"{sum(1 for m in chosen if m.tree == t.label)} of the {t.label} tree" for t in needed)
     ctx.out(
         f"invariants: {len(chosen)} mutant(s) ({counts}), seed {args.seed}, {args.jobs} at once, each searched "
@@ -161,6 +161,8 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
                 out=lambda line: None,
                 log_path=ctx.work / "logs" / "invariants" / f"mutant_{mutant.name}.log",
                 first=True,
+                # a model's declaration: the census reads every head, the search only those it draws
+                census=census[mutant.tree] if invariants.touches_models(mutant) else None,
             )
             row = invariants.mutant_row(mutant, result)
             ctx.out(f"  {mutant.name}: {'caught by ' + row['by'] if row['caught'] else 'NOT CAUGHT'}")
@@ -216,7 +218,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     elif invariants.UPSTREAM in labels:
         invariants.upstream_index(target)  # a fork tier that does not come last: bad input, before any work
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
-    paths, release = invariants.tree_paths(ctx, target, trees)
+    paths, release, census = invariants.tree_sources(ctx, target, trees)
     for tree in trees:
         what.setdefault(tree.label, f"a checkout: {tree.folder}/src" if tree.folder else tree.spec)
         ctx.out(f"invariants: {tree.label} = {what[tree.label]}")
@@ -242,6 +244,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 out=ctx.out,
                 say=prefixed(ctx.log, f"invariants: {tree.label}"),
                 log_path=ctx.work / "logs" / "invariants" / f"{tree.label.replace('/', '_').replace(':', '_')}.log",
+                census=census.get(tree.label),
             )
         )
         results[-1]["what"] = what[tree.label]
