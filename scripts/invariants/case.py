@@ -110,6 +110,7 @@ class Harness:
         self.pending_samples: list[list[int]] = []
         self.poison = False
         self.nan_loss = False
+        self.nan_parts: list[bool] = []  # fp32: which micro-batches of the window the harness made NaN
         self.index = models.sample_index(config)
         self.trainer: Any = None
         self.at_epoch_end = False
@@ -230,8 +231,12 @@ class Harness:
             }
         )
         if self.nan_loss:
-            self.run.attempts[-1]["expected"]["loss"] = float("nan")
+            # the mean of the micro-batches the filter keeps, scaled to the window (0017); NaN when it keeps none
+            terms = self.run.attempts[-1]["expected"]["terms"]
+            kept = [t for t, nan in zip(terms, self.nan_parts, strict=True) if not nan]
+            self.run.attempts[-1]["expected"]["loss"] = sum(kept) * len(terms) / len(kept) if kept else float("nan")
         self.pending, self.pending_samples, self.poison, self.nan_loss = [], [], False, False
+        self.nan_parts = []
         self.step_losses = []
 
     def _close_last(self) -> None:
@@ -259,16 +264,20 @@ class Harness:
                 loss = out[0] if isinstance(out, tuple) else out
                 loss = loss + (harness.outside * 0).sum()
                 out = (loss, *out[1:]) if isinstance(out, tuple) else loss
+            nan = False
             if training and harness.faulty(harness.attempt):
                 loss = out[0] if isinstance(out, tuple) else out
                 if harness.config["fp16"] and loss.requires_grad:
                     harness.poison = True
                     loss.register_hook(lambda grad: torch.full_like(grad, float("inf")))
-                elif not harness.config["fp16"]:
-                    # a NaN loss whose gradient is the model's own (adding a constant): what the log filter sees
-                    harness.nan_loss = True
+                elif not harness.config["fp16"] and (len(harness.pending) == 1 or not harness.config.get("nan_part")):
+                    # a NaN loss whose gradient is the model's own (adding a constant): what the log filter sees; with
+                    # `nan_part`, in the window's first micro-batch only
+                    harness.nan_loss = nan = True
                     loss = loss + torch.tensor(float("nan"), device=loss.device)
                     out = (loss, *out[1:]) if isinstance(out, tuple) else loss
+            if training:
+                harness.nan_parts.append(nan)
             return out
 
         return wrapped

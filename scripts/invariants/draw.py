@@ -24,6 +24,7 @@ KEYS = (
     "warmup", "learning_rate", "max_steps", "epochs", "logging", "save_steps", "callback", "resume",
     "max_grad_norm", "count_skipped_steps", "save", "save_total_limit", "eval", "eval_steps", "input_tokens",
     "inf_from", "wrap", "init_scale", "target_tokens", "progress", "outside", "focus", "outside_decay",
+    "nan_part",
 )  # fmt: skip
 # keys a replayed configuration may leave out, with the value they then take (configurations recorded before them)
 OPTIONAL = {
@@ -41,6 +42,7 @@ OPTIONAL = {
     "outside": False,
     "focus": None,
     "outside_decay": 0.0,
+    "nan_part": False,
 }
 # What a tree's Trainer may lack (the release, the upstream tier): the choices that need it are drawn there as their
 # plain value, so that each tree is searched on what it claims
@@ -143,6 +145,9 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     resume_max_steps = draw(st.sampled_from([None, None, None, "at", "below"]))
     # - how `include_num_input_tokens_seen` counts, when on: the samples have no padding, so both count the same
     input_tokens_mode = draw(st.sampled_from(["all", "non_padding"]))
+    # - fp32: the NaN of an injected window is in the loss of its first micro-batch only (a mean over no labels is NaN
+    #   with a finite gradient): the window's loss is the mean of its other micro-batches' (0017)
+    nan_part = draw(st.booleans())
     if "count_skipped_steps" not in features:
         applied_steps = False
 
@@ -177,6 +182,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
         "progress": progress,
         "outside": outside_mode if outside else False,
         "outside_decay": outside_decay if outside else 0.0,
+        "nan_part": nan_part and not fp16 and ga > 1,
         "init_scale": 16.0,
         "inf_from": inf_from if fp16 else None,
         "wrap": wrap,

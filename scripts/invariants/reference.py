@@ -84,7 +84,8 @@ def _loss_magnitude(
 def window(
     kind: str, model: nn.Module, batches: list[dict[str, torch.Tensor]], over_targets: bool | None = None
 ) -> dict[str, Any]:
-    """The reference update of one window at `model`'s current weights: gradient (flat, float64), loss, targets,
+    """The reference update of one window at `model`'s current weights: gradient (flat, float64), loss (and each
+    micro-batch's part of it, `terms`), targets,
     whether the loss is a mean over the window's targets (else the mean of its micro-batches' own losses), and the
     sums of the magnitudes of the micro-batches' terms (`grad_terms`, `loss_terms`: what a float16 error scales
     with)."""
@@ -104,6 +105,7 @@ def window(
         count += n
     denominator = max(count, 1) if over_targets else max(len(batches), 1)
     loss, grad_terms, loss_terms = 0.0, 0.0, 0.0
+    terms = []  # each micro-batch's part of the loss
     before = flat_grad(ref)
     for part, magnitude in zip(parts, magnitudes, strict=True):
         term = part / denominator
@@ -116,10 +118,12 @@ def window(
         grad_terms += float((after - before).norm()) * (max(1.0, magnitude / abs(float(part))) if cancels else 1.0)
         before = after
         loss += float(term)
+        terms.append(float(term))
         loss_terms += magnitude / denominator
     return {
         "grad": before,
         "loss": loss,
+        "terms": terms,
         "targets": count,
         "over_targets": over_targets,
         "grad_terms": grad_terms,
