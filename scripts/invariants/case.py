@@ -111,6 +111,7 @@ class Harness:
         self.poison = False
         self.nan_loss = False
         self.nan_parts: list[bool] = []  # fp32: which micro-batches of the window the harness made NaN
+        self.counted = False  # whether the Trainer handed the window's loss a count (`num_items_in_batch`)
         self.index = models.sample_index(config)
         self.trainer: Any = None
         self.at_epoch_end = False
@@ -231,12 +232,13 @@ class Harness:
             }
         )
         if self.nan_loss:
-            # the mean of the micro-batches the filter keeps, scaled to the window (0017); NaN when it keeps none
+            # the mean of the micro-batches the filter keeps, scaled to the window (0017); NaN when it keeps none, or
+            # when their losses are shares of the Trainer's count (no part of them is the window's mean)
             terms = self.run.attempts[-1]["expected"]["terms"]
-            kept = [t for t, nan in zip(terms, self.nan_parts, strict=True) if not nan]
+            kept = [t for t, nan in zip(terms, self.nan_parts, strict=True) if not nan and not self.counted]
             self.run.attempts[-1]["expected"]["loss"] = sum(kept) * len(terms) / len(kept) if kept else float("nan")
         self.pending, self.pending_samples, self.poison, self.nan_loss = [], [], False, False
-        self.nan_parts = []
+        self.nan_parts, self.counted = [], False
         self.step_losses = []
 
     def _close_last(self) -> None:
@@ -256,6 +258,7 @@ class Harness:
         def wrapped(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             training = model.training and torch.is_grad_enabled()
             if training:  # before compute_loss, which takes the labels out for a compute_loss_func
+                harness.counted = harness.counted or kwargs.get("num_items_in_batch") is not None
                 batch = {k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)}
                 harness.pending.append(batch)
                 harness.pending_samples.append(models.identify(harness.index, batch))

@@ -148,6 +148,8 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     # - fp32: the NaN of an injected window is in the loss of its first micro-batch only (a mean over no labels is NaN
     #   with a finite gradient): the window's loss is the mean of its other micro-batches' (0017)
     nan_part = draw(st.booleans())
+    if nan_part and not fp16 and ga > 1 and not inject:
+        inject = [1]  # a window with a NaN micro-batch to leave out
     if "count_skipped_steps" not in features:
         applied_steps = False
 

@@ -208,6 +208,14 @@ MUTANTS: list[Mutant] = [
         "                            (window_kept > 0) & (window_nan == 0), window_sum * len(batch_samples), empty\n",
     ),
     Mutant(
+        "count-shares-window-scaled",
+        "0017: a window whose losses are shares of num_items_in_batch is kept only whole: a part of them is no mean "
+        "(the second cold review: accumulation 2 logged 6.0 for a window of per-token loss 4.0)",
+        TRAINER,
+        "                        if num_items_in_batch is not None:\n                            # shares of",
+        "                        if False:\n                            # shares of",
+    ),
+    Mutant(
         "kept-micro-batches-not-scaled",
         "0017: a window's finite micro-batch losses are scaled to the whole window (the mean of those kept)",
         TRAINER,
