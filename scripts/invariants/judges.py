@@ -236,11 +236,13 @@ def window_gradient(obs: Observation) -> list[str] | None:
 def _leaked(obs: Observation, run: Run, exp: contract.Expected | None) -> bool:
     """Whether `run` may train a cut window's micro-batch with the next window (the release's leak, see `contract`):
     its contract says so, or, where it has none (a resume after a pass the callback cut), the epoch-stopping callback
-    is drawn and some window holds more micro-batches than the accumulation steps."""
+    is drawn and some window of this call or an earlier one holds more micro-batches than the accumulation steps (a
+    count since the start of training carries an earlier leak)."""
     if exp is not None:
         return exp.cut
     callback = obs.config.get("callback") or {}
-    return callback.get("kind") == "epoch_stop" and any(a["micro_batches"] > run.ga for a in run.attempts)
+    windows = [(a, r.ga) for _, r in _runs(obs) for a in r.attempts]
+    return callback.get("kind") == "epoch_stop" and any(a["micro_batches"] > ga for a, ga in windows)
 
 
 def _injected_before(obs: Observation, run: Run) -> int:
