@@ -64,6 +64,16 @@ def test_a_cut_makes_a_pull_request_of_a_patch_that_only_sits_next_to_another(fa
     cut.write_text(cut.read_text(encoding="utf-8").replace("+    return 2\n", "+    return 2  # two\n"), "utf-8")
     proc = fake.run("verify", "--python", test_python)
     assert proc.returncode == 1 and "its cut lacks a line of the patch" in proc.stdout
+    # unless the manifest declares those lines the cut's own; a declared line that is no difference fails it
+    entry = f'"{names[1]}" = {{ needs = [], reason = "it follows one() (textual)" }}'
+    manifest = fake.manifest.read_text(encoding="utf-8")
+    own = ["src/fakepkg/core.py: +    return 2", "src/fakepkg/core.py: +    return 2  # two"]
+    for lines, status, said in ((own, 0, "2 line(s) of its own"), (own + own[:1], 1, "declares a line its own")):
+        declared = entry[:-2] + f', own = {{ lines = {json.dumps(lines)}, reason = "a comment" }} }}'
+        fake.manifest.write_text(manifest.replace(entry, declared), encoding="utf-8")
+        proc = fake.run("verify", "--python", test_python, "--patch", "0002")
+        assert proc.returncode == status and said in proc.stdout, proc.stdout
+    fake.manifest.write_text(manifest, encoding="utf-8")
     fake.ok("checkout", "--cut", "0002", "--replace", "--discard-unexported")
     git(cut_dir, "reset", "--quiet", "--hard", "refs/series/cut-base")
     core.write_text(resolved, encoding="utf-8")

@@ -3,7 +3,8 @@ patches whose code it needs, without those it only sits next to in the series. I
 pull request holds no other one's commits; the second of two overlapping pull requests to merge resolves the
 overlap. `verify` holds a cut to the series patch: the same lines added and removed, except lines of the patches it
 leaves out that it carries as they are (what it needs of their code, e.g. 0007's `saved_when_set` for 0010), and
-the removal of lines only those patches added."""
+the removal of lines only those patches added, and the lines the manifest declares the cut's own (`own`: a line of the
+series patch that acts only with a patch the cut leaves out, made without it)."""
 
 from collections import Counter
 from pathlib import Path
@@ -68,3 +69,17 @@ def differences(patch: str, cut: str, others: dict[str, str]) -> tuple[list[str]
         elif source not in used:
             used.append(source)
     return unexplained_missing, unexplained_extra, [o for o in others if o in used]
+
+
+def own_lines(missing: list[str], extra: list[str], own: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """`differences`' unexplained lines less those the manifest declares the cut's own (each declared line explains
+    one difference): (missing, extra, the declared lines that explain none: stale)."""
+    left = Counter(own)
+    kept: list[list[str]] = [[], []]
+    for found, lines in zip(kept, (missing, extra), strict=True):
+        for line in lines:
+            if left[line] > 0:
+                left[line] -= 1
+            else:
+                found.append(line)
+    return kept[0], kept[1], list(left.elements())

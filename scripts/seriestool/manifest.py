@@ -277,9 +277,26 @@ def _releases(path: Path, name: str, table: object, pinned: str) -> dict[str, st
     return dict(table)
 
 
+# A line a cut declares its own ([targets.<name>.cuts], `own`): "path: " then the line with its `+` or `-`, as `verify`
+# names a difference between a cut and its series patch
+OWN_LINE = re.compile(r"^\S[^:]*: [+-]")
+
+
+def _valid_own(own: object) -> bool:
+    """Whether a cut's `own` is {lines = ["path: +line", ...] (at least one), reason = one line}."""
+    if not isinstance(own, dict) or sorted(own) != ["lines", "reason"]:
+        return False
+    lines, reason = own["lines"], own["reason"]
+    if not isinstance(lines, list) or not lines or not all(isinstance(x, str) and OWN_LINE.match(x) for x in lines):
+        return False
+    return isinstance(reason, str) and bool(reason.strip()) and "\n" not in reason.strip()
+
+
 def _cuts(path: Path, target: Target, table: object) -> dict[str, dict[str, Any]]:
     """Validate `[targets.<name>.cuts]`: upstream-tier patch -> {needs = [earlier patches it depends on], reason =
-    one line} (its cut file is verify's to check: `checkout --cut` makes it from the declaration)."""
+    one line, and optionally own = {lines = [the lines in which the cut differs from the series patch, as `verify`
+    names them], reason = one line}} (its cut file is verify's to check: `checkout --cut` makes it from the
+    declaration)."""
     where = f"manifest {path}: [targets.{target.name}.cuts]"
     if not isinstance(table, dict):
         raise SeriesError(f'{where} must be a table of "NNNN-....patch" = {{ needs = [...], reason = "..." }}')
@@ -289,9 +306,14 @@ def _cuts(path: Path, target: Target, table: object) -> dict[str, dict[str, Any]
             raise SeriesError(f"{where}: {patch!r} is not a patch of the list")
         if target.tier(patch) != UPSTREAM_TIER:
             raise SeriesError(f"{where}: {patch} is fork tier: only a pull request has a cut")
-        if not isinstance(entry, dict) or sorted(entry) != ["needs", "reason"]:
-            raise SeriesError(f'{where}: {patch}: the entry is {{ needs = [...], reason = "..." }}')
+        if not isinstance(entry, dict) or sorted(set(entry) - {"own"}) != ["needs", "reason"]:
+            raise SeriesError(f'{where}: {patch}: the entry is {{ needs = [...], reason = "...", own = {{...}} }}')
         needs, reason = entry["needs"], entry["reason"]
+        own = entry.get("own", {"lines": [], "reason": ""})
+        if "own" in entry and not _valid_own(own):
+            raise SeriesError(
+                f'{where}: {patch}: own is {{ lines = ["path: +line", "path: -line", ...], reason = "one line" }}'
+            )
         depends = target.depends_on(patch)
         if not isinstance(needs, list) or not all(need in depends for need in needs):
             raise SeriesError(
@@ -299,7 +321,11 @@ def _cuts(path: Path, target: Target, table: object) -> dict[str, dict[str, Any]
             )
         if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
             raise SeriesError(f"{where}: {patch}: the reason must be one line")
-        found[patch] = {"needs": [p for p in target.patches if p in needs], "reason": reason.strip()}
+        found[patch] = {
+            "needs": [p for p in target.patches if p in needs],
+            "reason": reason.strip(),
+            "own": {"lines": list(own["lines"]), "reason": own["reason"].strip()},
+        }
     return found
 
 

@@ -80,7 +80,7 @@ class PatchResult:
     # before it (no fork-tier patch under it); None for a fork-tier patch or one that did not go in
     upstream_stack: bool | None = None
     # for a patch with a cut ([targets.<target>.cuts]), what verify found of it on the pinned base: {"file", "needs",
-    # "applies", "same_change", "carried", "red", "green", "style_clean", "ok"}; None without a cut
+    # "applies", "same_change", "carried", "own", "red", "green", "style_clean", "ok"}; None without a cut
     cut: dict[str, Any] | None = None
 
     @property

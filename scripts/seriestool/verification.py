@@ -339,8 +339,12 @@ def verify_cut(
     missing, extra, carried = cuts_mod.differences(
         target.patch_path(name).read_text(encoding="utf-8"), cut.read_text(encoding="utf-8"), others
     )
-    found["same_change"] = not missing and not extra
+    own = target.cuts[name]["own"]
+    missing, extra, stale = cuts_mod.own_lines(missing, extra, own["lines"])
+    found["same_change"] = not missing and not extra and not stale
     found["carried"] = carried
+    found["own"] = len(own["lines"]) - len(stale)
+    res.problems += [f"its cut declares a line its own that is no difference: {line}" for line in stale[:3]]
     res.problems += [f"its cut lacks a line of the patch: {line}" for line in missing[:3]]
     res.problems += [f"its cut adds a line that no patch it leaves out adds: {line}" for line in extra[:3]]
     changes = repo.changes(under, commit)
@@ -379,6 +383,8 @@ def verify_cut(
     found["ok"] = bool(found["same_change"] and red_ok and green_ok and style.clean)
     alone = f"on the pinned base{' and ' + _names(needs) if needs else ' alone'}"
     differs = f" (it differs only in lines of {_names(carried)}: carried, or absent without it)" if carried else ""
+    if found["own"]:
+        differs += f" and in {found['own']} line(s) of its own ({own['reason']})"
     res.notes.append(
         f"its pull request's cut ({found['file']}) goes in {alone}: the same change{differs}; its tests without it "
         f"{found['red']}, with it {found['green']}; style {'clean' if style.clean else 'NOT CLEAN'}"

@@ -43,3 +43,12 @@ def test_a_line_of_the_patch_the_cut_lacks_is_a_difference():
     cut = _patch(("state.py", [" a: int = 0"]))
     missing, extra, _ = cuts.differences(SERIES, cut, {"0007": MARK})
     assert missing == ["state.py: +    skipped: int = field(0, saved_when_set)"] and extra == []
+
+
+def test_lines_declared_the_cuts_own_explain_one_difference_each():
+    cut = _patch(("state.py", [" a: int = 0", "+    skipped: int = field(0)"]))
+    missing, extra, _ = cuts.differences(SERIES, cut, {"0007": MARK})
+    own = ["state.py: +    skipped: int = field(0, saved_when_set)", "state.py: +    skipped: int = field(0)"]
+    assert cuts.own_lines(missing, extra, own) == ([], [], [])
+    # a line declared twice explains one difference: the other is stale; an undeclared difference stays
+    assert cuts.own_lines(missing, extra, own[:1] * 2) == ([], own[1:], own[:1])
