@@ -342,3 +342,115 @@ def test_a_branch_carries_the_upstream_test_change_its_patch_declares(fake):
     assert "    assert mul(3, number_two()) == 6\n" in home and "def test_add():" in home, proc.stdout + proc.stderr
     message = git(repo, "log", "-1", "--format=%B", "trainer-series/core-make-add-add")
     assert message.endswith("Tests: tests/test_core.py, red without the fix."), message
+
+
+# A repository check declared for GOOD; the Makefile of a clone of upstream has a `check-repo` target (in upstream's
+# style: each `utils/check_*.py` script run as `-python ...`).
+REPO_CHECK = (
+    '[targets.fake.repo_checks]\n"{}" = [{{ make_target = "check-repo", command = "python utils/check_add.py" }}]\n'
+)
+MAKEFILE = (
+    ".PHONY: check-repo fix-repo\n\n"
+    "check-repo:\n"
+    "\truff check src tests\n"
+    "\t-python utils/check_copies.py\n"
+    "\t-python utils/check_repo.py\n"
+    "\t-python utils/add_dates.py --check-only\n"
+    "\n\n"
+    "fix-repo:\n"
+    "\t-python utils/check_copies.py --fix_and_overwrite\n"
+)
+
+
+def _series_with_a_repo_check(fake, extra=""):
+    names = fake.build_series(GOOD, TRUNCATE, VERSION)
+    with open(fake.manifest, "a", encoding="utf-8") as fh:
+        fh.write(f'\n[targets.fake.depends]\n"{names[1]}" = ["{names[0]}"]\n\n' + REPO_CHECK.format(names[0]) + extra)
+    return names
+
+
+def _notes(text):
+    """The submitter's notes of a `pr` body, unwrapped (one space between words)."""
+    return " ".join(text.split("<!--", 1)[1].split("-->", 1)[0].split())
+
+
+@pytest.mark.quick
+def test_a_clone_with_the_makefile_gets_the_repo_check_line_in_the_pr_commit(fake):
+    """Before: the branch of a patch that adds a repository check (`utils/check_*.py`) left upstream's Makefile alone,
+    so `make check-repo` never ran it. Now its commit adds exactly the line, in the target's style, after its last
+    check line, keeping the commit's author, date and message."""
+    names = _series_with_a_repo_check(
+        fake, HOMES.replace('"tests/regress/test_double.py" = { three = "number_three" }\n', "")
+    )
+    repo = fake.upstream_repo(fake.root / "fork")
+    (repo / "Makefile").write_text(MAKEFILE, encoding="utf-8")
+    (repo / "tests" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / "tests" / "helpers.py").write_text("def number_two():\n    return 2\n", encoding="utf-8")
+    (repo / "tests" / "test_core.py").write_text(HOME, encoding="utf-8")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "upstream's Makefile and tests")
+    proc = fake.ok("branches", "--repo", str(repo))
+    add, truncate = "trainer-series/core-make-add-add", "trainer-series/core-truncate-add"
+    assert _branches(repo) == {add: 1, truncate: 2, "trainer-series/fakepkg-add-version": 1}
+    # its tests moved home in the same commit (a clone of upstream)
+    assert git(repo, "show", "--format=", "--name-only", add).splitlines() == [
+        "Makefile",
+        "src/fakepkg/core.py",
+        "tests/test_core.py",
+    ]
+    # the PR's own commit holds the Makefile hunk: one line added, after utils/check_repo.py, with its `-`
+    assert git(repo, "show", "--format=", "--numstat", add, "--", "Makefile") == "1\t0\tMakefile"
+    assert git(repo, "show", f"{add}:Makefile") == MAKEFILE.replace(
+        "\t-python utils/check_repo.py\n", "\t-python utils/check_repo.py\n\t-python utils/check_add.py\n"
+    ).rstrip("\n")
+    patch_date = git(fake.checkout_dir, "log", "-1", "--format=%ad", "--date=raw", "HEAD~2")
+    assert git(repo, "log", "-1", "--format=%an|%ad|%cd|%B", "--date=raw", add) == (
+        f"Clone User|{patch_date}|{patch_date}|core: make add() add\n\nWhy and how."
+    )
+    # the dependent branch holds that same commit under its own; the branches of the others leave the Makefile alone
+    assert git(repo, "rev-parse", f"{truncate}~1") == git(repo, "rev-parse", add)
+    assert git(repo, "diff", "--name-only", add, truncate, "--", "Makefile") == ""
+    assert git(repo, "diff", "--name-only", "main", "trainer-series/fakepkg-add-version", "--", "Makefile") == ""
+    assert (
+        f'{add}: its commit adds "-python utils/check_add.py" to the check-repo target of the Makefile (after '
+        '"-python utils/check_repo.py")' in proc.stdout
+    )
+    record = json.loads((fake.work / "reports" / "branches-fake.json").read_text(encoding="utf-8"))
+    assert record["branches"][names[0]]["repo_checks"][0]["added"] is True
+    assert record["branches"][names[1]]["repo_checks"] == []
+    notes = _notes(fake.ok("pr", "0001").stdout)
+    assert (
+        f"Branch {add} (`series.py branches`) adds the line `-python utils/check_add.py` to the `check-repo` target "
+        'of the Makefile (after "-python utils/check_repo.py"), where upstream runs its repository checks' in notes
+    )
+    assert "Makefile (its repository checks: see below) +1" in notes
+    assert "check-repo" not in _notes(fake.ok("pr", "0002").stdout)
+    # a second run makes the same commits
+    again = fake.ok("branches", "--repo", str(repo))
+    assert again.stdout.splitlines()[0].endswith(": 0 made, 0 moved, 3 unchanged")
+
+
+def test_a_clone_without_the_makefile_gets_its_branch_and_the_notes_give_the_line_to_add(fake):
+    """A clone without a Makefile (a fork of the sdist): the branch is made as before and `pr` tells the submitter the
+    line to add by hand, and where; so it does before `branches` made the branch."""
+    names = _series_with_a_repo_check(fake)
+    before = _notes(fake.ok("pr", "0001").stdout)
+    assert "`series.py branches` has made no branch for it. Add it to the pull request's commit by hand" in before
+    repo = fake.upstream_repo(fake.root / "fork")
+    proc = fake.ok("branches", "--repo", str(repo))
+    add = "trainer-series/core-make-add-add"
+    assert _branches(repo)[add] == 1
+    assert "Makefile" not in git(repo, "ls-tree", "-r", "--name-only", add)
+    assert (
+        f'{add}: "-python utils/check_add.py" is not in the check-repo target of the Makefile: the clone has no '
+        "Makefile at its root (`pr 0001` says where to add it by hand)" in proc.stdout
+    )
+    record = json.loads((fake.work / "reports" / "branches-fake.json").read_text(encoding="utf-8"))
+    assert record["branches"][names[0]]["repo_checks"][0]["why"] == "the clone has no Makefile at its root"
+    notes = _notes(fake.ok("pr", "0001").stdout)
+    assert (
+        f"`series.py branches` could not add it to branch {add}: the clone has no Makefile at its root. Add it to "
+        "the pull request's commit by hand: in the Makefile at the repository root, in the recipe of `check-repo:`, "
+        "after its last `python utils/check_*.py` line" in notes
+    )
+    assert "(a tab, then the command): -python utils/check_add.py then `git add Makefile && git commit" in notes

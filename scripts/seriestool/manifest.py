@@ -38,6 +38,7 @@ TARGET_KEYS = {
     "backports": False,
     "fork": False,
     "cuts": False,
+    "repo_checks": False,
 }
 REQUIRED = tuple(key for key, required in TARGET_KEYS.items() if required)
 # What a `downstream` scenario's outcome holds, in the order differences are reported. A declaration without
@@ -111,6 +112,10 @@ class Target:
     # it needs to work], "reason": why the series patch needs more (one line)}; the cut itself is the file
     # `cut_path(name)`: the same change made on the bare release and those patches only, the overlap resolved
     cuts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # patch -> the lines that run its repository checks where upstream runs them ([targets.<name>.repo_checks]): a list
+    # of {"make_target": a target of upstream's root Makefile (`check-repo`), "command": the command its recipe runs
+    # (`python utils/check_x.py`)}; `branches` adds each to the pull request's commit (the sdist has no Makefile)
+    repo_checks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     def tier(self, name: str) -> str:
         """`fork` for a patch of [targets.<name>.fork], else `upstream`."""
@@ -247,6 +252,7 @@ def load(path: str | Path) -> Manifest:
             companions=_companions(path, name, table.get("companions", {}), list(verify_with)),
             backports=_backports(path, name, table.get("backports", {}), patches),
             fork=_fork(path, name, table.get("fork", {}), patches, depends, issues),
+            repo_checks=_repo_checks(path, name, table.get("repo_checks", {}), patches),
         )
         targets[name].cuts = _cuts(path, targets[name], table.get("cuts", {}))
     for target in targets.values():
@@ -326,6 +332,50 @@ def _cuts(path: Path, target: Target, table: object) -> dict[str, dict[str, Any]
             "reason": reason.strip(),
             "own": {"lines": list(own["lines"]), "reason": own["reason"].strip()},
         }
+    return found
+
+
+# A target of a Makefile ([targets.<name>.repo_checks], `make_target`): no blank, colon, `=` or `#`
+MAKE_TARGET = re.compile(r"^[^\s:=#]+$")
+
+
+def _valid_repo_check(entry: object) -> bool:
+    """Whether a repo_checks entry is {make_target = a make target, command = one line not starting with make's
+    prefix (`-`, `@`, `+`: the line takes its neighbours')}."""
+    if not isinstance(entry, dict) or sorted(entry) != ["command", "make_target"]:
+        return False
+    target, command = entry["make_target"], entry["command"]
+    if not isinstance(target, str) or not MAKE_TARGET.match(target) or not isinstance(command, str):
+        return False
+    return bool(command.strip()) and "\n" not in command.strip() and not command.strip().startswith(("-", "@", "+"))
+
+
+def _repo_checks(path: Path, name: str, table: object, patches: list[str]) -> dict[str, list[dict[str, str]]]:
+    """Validate `[targets.<name>.repo_checks]`: patch -> [{make_target, command}], the lines that run the repository
+    checks it adds where upstream runs them (a target of its root Makefile, `check-repo`, and the command of the
+    recipe line, `python utils/check_x.py`, without make's `-` prefix). A malformed entry is one error that shows the
+    entry's shape."""
+    where = f"manifest {path}: [targets.{name}.repo_checks]"
+    shape = '{ make_target = "check-repo", command = "python utils/check_x.py" }'
+    if not isinstance(table, dict):
+        raise SeriesError(f'{where} must be a table of "NNNN-....patch" = [{shape}, ...]')
+    found: dict[str, list[dict[str, str]]] = {}
+    for patch, entries in table.items():
+        if patch not in patches:
+            raise SeriesError(f"{where}: {patch!r} is not in the patches list")
+        if not isinstance(entries, list) or not entries:
+            raise SeriesError(f"{where}: {patch!r} must map to a list of {shape} tables")
+        for entry in entries:
+            if not _valid_repo_check(entry):
+                raise SeriesError(
+                    f"{where}: {patch!r}: each entry is {shape} (a make target, and one line without make's prefix), "
+                    f"not {entry!r}"
+                )
+            target, command = entry["make_target"], entry["command"]
+            check = {"make_target": target, "command": command.strip()}
+            if check in found.get(patch, []):
+                raise SeriesError(f"{where}: {patch!r}: {command.strip()!r} is declared twice for {target}")
+            found.setdefault(patch, []).append(check)
     return found
 
 

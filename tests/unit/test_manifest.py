@@ -188,7 +188,7 @@ BAD = {
     "unknown_target_key_far_off": (
         _table(zzz="1"),
         r"manifest PATH: \[targets.fake\] has an unknown key 'zzz' \(known: package, version, .*, downstream, issues, "
-        r"test_homes, shared_helpers, saved_state, releases, companions, backports, fork, cuts\)",
+        r"test_homes, shared_helpers, saved_state, releases, companions, backports, fork, cuts, repo_checks\)",
     ),
     "downstream_not_table": (
         _table(downstream="[1]"),
@@ -661,3 +661,58 @@ def test_the_fork_table_must_be_a_table(tmp_path):
 def test_an_issue_number_alone_is_not_the_text_of_a_fork_tier_patch(tmp_path):
     text = _table("fake") + f'\n[targets.fake.issues]\n"{P2}" = {{ issue = "#4" }}\n\n{FORK}"{P2}" = "why"\n'
     assert "has no issue text in [targets.fake.issues]" in _error(tmp_path, text)
+
+
+RC = "[targets.fake.repo_checks]\n"
+
+
+def test_repo_checks_are_read(tmp_path):
+    text = _table("fake") + f'\n{RC}"{P2}" = [\n'
+    text += '    { make_target = "check-repo", command = " python utils/check_x.py" },\n'
+    text += '    { make_target = "check-repo", command = "python utils/check_y.py --strict" },\n]\n'
+    fake = _load(tmp_path, text).targets["fake"]
+    assert fake.repo_checks == {
+        P2: [
+            {"make_target": "check-repo", "command": "python utils/check_x.py"},
+            {"make_target": "check-repo", "command": "python utils/check_y.py --strict"},
+        ]
+    }
+    assert _load(tmp_path, _table("fake")).targets["fake"].repo_checks == {}
+
+
+SHAPE = '{ make_target = "check-repo", command = "python utils/check_x.py" }'
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        '{ make_target = "check-repo" }',  # no command
+        '{ command = "python utils/check_x.py" }',  # no target
+        '{ make_target = "check-repo", command = "python utils/check_x.py", prefix = "-" }',  # unknown key
+        '{ make_target = "check repo", command = "python utils/check_x.py" }',  # not a make target
+        '{ make_target = "check-repo:", command = "python utils/check_x.py" }',
+        '{ make_target = "check-repo", command = "" }',
+        '{ make_target = "check-repo", command = "python a.py\\npython b.py" }',  # two lines
+        '{ make_target = "check-repo", command = "-python utils/check_x.py" }',  # make's prefix: the neighbours'
+        '{ make_target = "check-repo", command = 3 }',
+        '"python utils/check_x.py"',  # not a table
+    ],
+)
+def test_a_malformed_repo_check_is_one_clear_error(tmp_path, entry):
+    message = _error(tmp_path, _table("fake") + f'\n{RC}"{P1}" = [{entry}]\n')
+    assert message.startswith(f"manifest PATH: [targets.fake.repo_checks]: '{P1}': each entry is {SHAPE} ("), message
+    assert message.count("\n") == 0 and "not " in message
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (f'{RC}"0009-x.patch" = [{SHAPE}]\n', "[targets.fake.repo_checks]: '0009-x.patch' is not in the patches list"),
+        (f'{RC}"{P1}" = []\n', f"'{P1}' must map to a list of {SHAPE} tables"),
+        (f'{RC}"{P1}" = {SHAPE}\n', f"'{P1}' must map to a list of {SHAPE} tables"),
+        (f'{RC}"{P1}" = [{SHAPE}, {SHAPE}]\n', "'python utils/check_x.py' is declared twice for check-repo"),
+    ],
+)
+def test_bad_repo_checks_tables_are_one_clear_error(tmp_path, table, message):
+    assert message in _error(tmp_path, _table("fake") + "\n" + table)
+    assert "[targets.fake.repo_checks] must be a table of" in _error(tmp_path, _table("fake", repo_checks="3"))

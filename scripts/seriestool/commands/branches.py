@@ -6,7 +6,10 @@ merge, or it is left out because the base already holds it, or because the last 
 it fixed upstream differently; one that conflicts, or depends on one that does (blocked), gets no branch.
 When the clone's base holds upstream's tests (a home file of [targets.<t>.test_homes]), each commit of an
 upstream-tier branch carries its tests moved into their homes, as `homes` moves them (testhomes.py), instead of
-the new test files the patch adds; a clone without them gets the new files, and the report says so.
+the new test files the patch adds; a clone without them gets the new files, and the report says so. The commit of a
+patch that declares repository checks ([targets.<t>.repo_checks]) also adds the line that runs each to its target
+of the clone's root Makefile (repochecks.py: the sdist has no Makefile, so no patch carries it); a clone without
+that Makefile or target gets the commit as it is, and the report and the record say so (for `pr`).
 Everything is built in a scratch clone; the clone's branches are created or
 moved at the end, in one ref transaction, so a failure leaves them all as they were.
 """
@@ -17,8 +20,9 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from .. import prtemplate, pyenv, reports, testhomes
+from .. import prtemplate, pyenv, repochecks, reports, testhomes
 from ..am import check_patches
 from ..clone import author_identity, blocking_branch, committer_identity, open_clean_clone, reauthor
 from ..context import Context
@@ -48,8 +52,11 @@ commits of yours since, is not touched (bad input). Nothing is pushed: it prints
 `gh pr create` commands. When the clone holds upstream's tests (a home file of the manifest's `test_homes`),
 each commit of a pull request's branch carries its tests moved into upstream's topic files (as `homes` writes
 them, with the manifest's `shared_helpers`) instead of the new test files; otherwise the branches add the new
-files, and it says so. A fork-tier patch ([targets.<target>.fork]: carried for forks) gets a branch
-{prtemplate.FORK_BRANCH_PREFIX}<subject> and a `gh issue create` (its issue text) instead of a pull request.
+files, and it says so. The commit of a patch with repository checks ([targets.<target>.repo_checks]) adds
+the line that runs each to its target of the clone's root Makefile (`check-repo`), in the style of the target's
+`utils/check_*.py` lines; without that Makefile or target it is left as it is, and the output says so. A
+fork-tier patch ([targets.<target>.fork]: carried for forks) gets a branch {prtemplate.FORK_BRANCH_PREFIX}<subject>
+and a `gh issue create` (its issue text) instead of a pull request.
 Every commit is authored by you: --author "Name <email>", else the clone's git config user.name and
 user.email (neither: bad input); the patch's author date is kept, so a rerun makes the same commits.
 
@@ -87,6 +94,7 @@ class _Branch:
         self.why = ""  # why it is left out
         self.moved: list[str] = []  # the homes its commits carry its tests in (none: the new test files)
         self.tests_stay = ""  # why its tests stay new files though the clone holds upstream's tests
+        self.checks: list[dict[str, Any]] = []  # what became of the lines of its repository checks (`_wire_checks`)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -165,7 +173,12 @@ def _record(ctx: Context, target: Target, repo: Repo, base: str, ref: str, plan:
             "base": base,
             "tree": repo.out("rev-parse", f"{base}^{{tree}}"),
             "branches": {
-                entry.patch: {"branch": entry.branch, "tip": entry.tip, "status": str(entry.status)}
+                entry.patch: {
+                    "branch": entry.branch,
+                    "tip": entry.tip,
+                    "status": str(entry.status),
+                    "repo_checks": entry.checks,
+                }
                 for entry in plan.values()
                 if entry.tip is not None
             },
@@ -240,14 +253,18 @@ def _build(
                 entry.status = BaseStatus.CONFLICT
                 entry.why = f"conflict: {dep[:4]}, which it depends on, does not go in under it ({_files(under)})"
                 break
-            chain.append((dep, reauthor(scratch, author)))
+            reauthor(scratch, author)
+            _wire_checks(scratch, target, dep)  # its commit as on its own branch
+            chain.append((dep, scratch.out("rev-parse", "HEAD")))
         if entry.status == BaseStatus.CONFLICT:
             continue
         cut = target.cut_path(name)
         placed = place(scratch, cut if name in target.cuts and cut.is_file() else patch, preimages=preimages)
         entry.status = placed.status
         if placed.status.went_in:
-            entry.tip = reauthor(scratch, author)
+            reauthor(scratch, author)
+            entry.checks = _wire_checks(scratch, target, name)
+            entry.tip = scratch.out("rev-parse", "HEAD")
             if move_tests and target.tier(name) != FORK_TIER:
                 chain.append((name, entry.tip))
                 try:
@@ -267,6 +284,44 @@ def _build(
         on_top = f" on top of {', '.join(dep[:4] for dep in entry.holds)}" if entry.holds else ""
         entry.why = f"conflict{on_top}: {_files(placed)}"
     return plan
+
+
+def _wire_checks(scratch: Repo, target: Target, patch: str) -> list[dict[str, Any]]:
+    """Add to HEAD, the commit of `patch`, the line that runs each of its repository checks ([targets.<t>.repo_checks])
+    in its target of the root Makefile (`repochecks.place`: after the target's last `utils/check_*.py` line, with its
+    prefix), amended into that commit: its message, author and author date kept, its committer date its author date,
+    as `reauthor` makes it (a rerun makes the same commit). A line that cannot be placed (no Makefile, no such target)
+    leaves the commit as it is. Returns what became of each line, for the report and the record `pr` reads."""
+    makefile = scratch.path / repochecks.MAKEFILE
+    found: list[dict[str, Any]] = []
+    for check in target.repo_checks.get(patch, []):
+        text = makefile.read_bytes().decode("utf-8", "surrogateescape") if makefile.is_file() else None
+        placed = repochecks.place(text, check["make_target"], check["command"])
+        if placed.text is not None:
+            makefile.write_bytes(placed.text.encode("utf-8", "surrogateescape"))
+        found.append(
+            {
+                **check,
+                "line": placed.line,
+                "added": placed.text is not None,
+                "present": placed.present,
+                "after": placed.after,
+                "why": placed.why,
+            }
+        )
+    if any(check["added"] for check in found):
+        date = scratch.out("log", "-1", "--format=%ad", "--date=raw", "HEAD")
+        scratch.run("add", "--", repochecks.MAKEFILE)
+        scratch.run(
+            "commit",
+            "--amend",
+            "--quiet",
+            "--no-edit",
+            "--no-verify",
+            "--cleanup=verbatim",
+            env={"GIT_COMMITTER_DATE": date},
+        )
+    return found
 
 
 def _ruff(ctx: Context) -> list[str]:
@@ -500,6 +555,19 @@ def _report(
             ctx.out(f"{entry.branch}: its tests moved into {', '.join(entry.moved)} (as `homes` writes them)")
         elif entry.tests_stay:
             ctx.out(f"{entry.branch}: its tests stay new files: {entry.tests_stay}")
+    for entry in made:
+        for check in entry.checks:
+            where = f"the {check['make_target']} target of the Makefile"
+            if check["added"]:
+                after = f'after "{check["after"]}"' if check["after"] else "the first line of its recipe"
+                ctx.out(f'{entry.branch}: its commit adds "{check["line"]}" to {where} ({after})')
+            elif check["present"]:
+                ctx.out(f'{entry.branch}: {where} already runs "{check["line"]}"')
+            else:
+                ctx.out(
+                    f'{entry.branch}: "{check["line"]}" is not in {where}: {check["why"]} (`pr {entry.patch[:4]}` '
+                    "says where to add it by hand)"
+                )
     if not judged:
         ctx.out(
             f"not verified on this base: `python3 scripts/series.py verify --target {target.name} --base "

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import base as base_mod
-from .. import downstream, patchfile, prtemplate, reports, submission
+from .. import downstream, patchfile, prtemplate, repochecks, reports, submission
 from ..am import check_patch
 from ..context import Context
 from ..digests import sha256_file
@@ -137,9 +137,10 @@ def behaviour_change(body: str) -> list[str]:
     return [block for block in paragraphs(body) if block.startswith(("Behaviour change:", "Behavior change:"))]
 
 
-def diffstat(patch: PatchFile, moved: dict[str, str] | None = None) -> list[str]:
+def diffstat(patch: PatchFile, moved: dict[str, str] | None = None, makefile: int = 0) -> list[str]:
     """One line per file: path (new/deleted), lines added and removed; a new test file `branches` moves into an
-    upstream topic file (`moved`: path -> home) is named as the branch holds it."""
+    upstream topic file (`moved`: path -> home) is named as the branch holds it; `makefile`: the lines of its
+    repository checks the pull request adds to upstream's Makefile, which the patch file cannot carry."""
     rows = []
     for diff in patch.files:
         added = sum(1 for h in diff.hunks for line in h.lines if line.startswith("+"))
@@ -149,6 +150,8 @@ def diffstat(patch: PatchFile, moved: dict[str, str] | None = None) -> list[str]
             rows.append((f"{moved[diff.path]} (its tests, appended on the branch)", f"+{added} -{removed}"))
             continue
         rows.append((f"{diff.path}{state}", f"+{added} -{removed}"))
+    if makefile:
+        rows.append((f"{repochecks.MAKEFILE} (its repository checks: see below)", f"+{makefile}"))
     width = max((len(path) for path, _ in rows), default=0)
     return [f"{path:<{width}}  {counts}" for path, counts in rows]
 
@@ -340,6 +343,64 @@ def upstream_tests_lines(ctx: Context, target: Target, name: str) -> list[str]:
                     f"{when} found the declaration of {change['test']} STALE ({change['why']}): fix the declaration "
                     "before you submit."
                 )
+    return lines
+
+
+def repo_checks_done(
+    ctx: Context, target: Target, name: str
+) -> tuple[dict[str, Any], list[tuple[dict[str, str], dict[str, Any]]]]:
+    """The record of the patch's branch from the last `branches` ({} when it made none) and, per repository check the
+    patch declares ([targets.<target>.repo_checks]), what that run recorded of its line ({} when nothing)."""
+    declared = target.repo_checks.get(name, [])
+    if not declared:
+        return {}, []
+    record = reports.load_branches(ctx.work, target.name) or {}
+    branch = (record.get("branches") or {}).get(name) or {}
+    made = {(c.get("make_target"), c.get("command")): c for c in branch.get("repo_checks") or []}
+    return branch, [(check, made.get((check["make_target"], check["command"])) or {}) for check in declared]
+
+
+def repo_check_lines(ctx: Context, target: Target, name: str) -> list[str]:
+    """The notes on the lines that run the repository checks the patch adds where upstream runs them
+    ([targets.<target>.repo_checks]: a target of upstream's root Makefile, `check-repo`): the line its branch adds, as
+    the last `branches` recorded it, or the line to add by hand and where, when it could not (no Makefile, no such
+    target) or made no branch for it."""
+    branch, checks = repo_checks_done(ctx, target, name)
+    lines: list[str] = []
+    for check, done in checks:
+        make_target, command = check["make_target"], check["command"]
+        line = done.get("line") or repochecks.recipe_line(command)
+        where = f"the `{make_target}` target of the {repochecks.MAKEFILE}"
+        if done.get("added"):
+            after = f'after "{done["after"]}"' if done.get("after") else "as the first line of its recipe"
+            text = (
+                f"Branch {branch['branch']} (`series.py branches`) adds the line `{line}` to {where} ({after}), where "
+                "upstream runs its repository checks: its commit carries that hunk (the patch file cannot: the sdist "
+                "has no Makefile)."
+            )
+            lines += ([""] if lines else []) + textwrap.wrap(text, NOTES_WIDTH, break_on_hyphens=False)
+            continue
+        if done.get("present"):
+            text = f"{where[0].upper()}{where[1:]} on the base of branch {branch['branch']} already runs `{line}`."
+            lines += ([""] if lines else []) + textwrap.wrap(text, NOTES_WIDTH, break_on_hyphens=False)
+            continue
+        if done:
+            why = f"`series.py branches` could not add it to branch {branch['branch']}: {done.get('why')}"
+        elif branch:
+            why = (
+                f"`series.py branches` made branch {branch['branch']} before this check was declared (run it again to "
+                "have it added)"
+            )
+        else:
+            why = "`series.py branches` has made no branch for it"
+        text = (
+            f"Upstream runs its repository checks from {where}; the patch file cannot carry that line (the sdist has "
+            f"no Makefile) and {why}. Add it to the pull request's commit by hand: in the {repochecks.MAKEFILE} at "
+            f"the repository root, in the recipe of `{make_target}:`, after its last `python utils/check_*.py` line "
+            "and in their style (upstream's start with `-`), this line (a tab, then the command):"
+        )
+        lines += ([""] if lines else []) + textwrap.wrap(text, NOTES_WIDTH, break_on_hyphens=False)
+        lines += [f"  {line}", f"then `git add {repochecks.MAKEFILE} && git commit --amend --no-edit` on the branch."]
     return lines
 
 
@@ -578,7 +639,8 @@ def render(ctx: Context, target: Target, name: str) -> str:
     moved = {
         path: home for path in tests for home, classes in (homes or {}).items() if _moves_to(patch, path, classes)
     }
-    notes.add("What the pull request changes (lines added and removed per file)", diffstat(patch, moved))
+    makefile = sum(1 for _, done in repo_checks_done(ctx, target, name)[1] if not done.get("present"))
+    notes.add("What the pull request changes (lines added and removed per file)", diffstat(patch, moved, makefile))
     shown = measured(body) + behaviour_change(body)
     notes.add("The before/after its commit message measured", _blocks(measured(body)))
     notes.add("The behaviour change its commit message states", _blocks(behaviour_change(body)))
@@ -593,6 +655,7 @@ def render(ctx: Context, target: Target, name: str) -> str:
     else:
         notes.add("Its tests", [f"It adds no test file under {target.tests}."])
     notes.add("Upstream tests the pull request must update", upstream_tests_lines(ctx, target, name))
+    notes.add(f"Upstream's repository checks (its {repochecks.MAKEFILE})", repo_check_lines(ctx, target, name))
     notes.add(f"The saved state ({target.saved_state.get('class', '')})", saved_state_lines(target, name))
     said = [f"It says it fixes {', '.join(fixed)} (the `Fixes` line below)."] if fixed else []
     refs = threads(body)
