@@ -697,7 +697,15 @@ def render(ctx: Context, target: Target, name: str) -> str:
     elif issue:
         facts.append(f"it answers {issue}: the item on a GitHub issue or forum thread")
     if tests:
-        facts.append(f"it adds {_count(len(tests), 'test file')}: the tests item")
+        homes_of = sorted(set(moved.values()))
+        kept = [path for path in tests if path not in moved]
+        facts.append(
+            "it adds tests"
+            + (f" to {_count(len(homes_of), 'existing test file')}" if homes_of else "")
+            + (" and" if homes_of and kept else "")
+            + (f" in {_count(len(kept), 'new test file')}" if kept else "")
+            + ": the tests item"
+        )
     notes.add("For the checklist (tick an item only when it is true for you)", facts)
     notes.add("Downstream (the last `series.py downstream` run)", downstream.pr_lines(ctx, target, name))
     notes.add(
