@@ -360,6 +360,16 @@ MAKEFILE = (
     "fix-repo:\n"
     "\t-python utils/check_copies.py --fix_and_overwrite\n"
 )
+# The CI's repository-consistency job (upstream's .circleci/config.yml: the gate, `- run:` steps)
+CI_CONFIG = (
+    "jobs:\n"
+    "    check_repository_consistency:\n"
+    "        steps:\n"
+    "            - checkout\n"
+    "            - run: python utils/check_copies.py\n"
+    "            - run: python utils/check_repo.py\n"
+    "            - run: python utils/update_metadata.py --check-only\n"
+)
 
 
 def _series_with_a_repo_check(fake, extra=""):
@@ -384,6 +394,8 @@ def test_a_clone_with_the_makefile_gets_the_repo_check_line_in_the_pr_commit(fak
     )
     repo = fake.upstream_repo(fake.root / "fork")
     (repo / "Makefile").write_text(MAKEFILE, encoding="utf-8")
+    (repo / ".circleci").mkdir()
+    (repo / ".circleci" / "config.yml").write_text(CI_CONFIG, encoding="utf-8")
     (repo / "tests" / "__init__.py").write_text("", encoding="utf-8")
     (repo / "tests" / "helpers.py").write_text("def number_two():\n    return 2\n", encoding="utf-8")
     (repo / "tests" / "test_core.py").write_text(HOME, encoding="utf-8")
@@ -394,6 +406,7 @@ def test_a_clone_with_the_makefile_gets_the_repo_check_line_in_the_pr_commit(fak
     assert _branches(repo) == {add: 1, truncate: 2, "trainer-series/fakepkg-add-version": 1}
     # its tests moved home in the same commit (a clone of upstream)
     assert git(repo, "show", "--format=", "--name-only", add).splitlines() == [
+        ".circleci/config.yml",
         "Makefile",
         "src/fakepkg/core.py",
         "tests/test_core.py",
@@ -402,6 +415,11 @@ def test_a_clone_with_the_makefile_gets_the_repo_check_line_in_the_pr_commit(fak
     assert git(repo, "show", "--format=", "--numstat", add, "--", "Makefile") == "1\t0\tMakefile"
     assert git(repo, "show", f"{add}:Makefile") == MAKEFILE.replace(
         "\t-python utils/check_repo.py\n", "\t-python utils/check_repo.py\n\t-python utils/check_add.py\n"
+    ).rstrip("\n")
+    # and the CI's gate: a `- run:` step after its last check step, at its indentation
+    assert git(repo, "show", f"{add}:.circleci/config.yml") == CI_CONFIG.replace(
+        "- run: python utils/check_repo.py\n",
+        "- run: python utils/check_repo.py\n            - run: python utils/check_add.py\n",
     ).rstrip("\n")
     patch_date = git(fake.checkout_dir, "log", "-1", "--format=%ad", "--date=raw", "HEAD~2")
     assert git(repo, "log", "-1", "--format=%an|%ad|%cd|%B", "--date=raw", add) == (
@@ -424,6 +442,11 @@ def test_a_clone_with_the_makefile_gets_the_repo_check_line_in_the_pr_commit(fak
         'of the Makefile (after "-python utils/check_repo.py"), where upstream runs its repository checks' in notes
     )
     assert "Makefile (its repository checks: see below) +1" in notes
+    assert ".circleci/config.yml (its repository checks: see below) +1" in notes
+    assert (
+        f"Branch {add} also adds the step `- run: python utils/check_add.py` to the CI's repository-consistency job "
+        '(.circleci/config.yml), after "- run: python utils/check_repo.py": the gate' in notes
+    )
     assert "check-repo" not in _notes(fake.ok("pr", "0002").stdout)
     # a second run makes the same commits
     again = fake.ok("branches", "--repo", str(repo))
@@ -454,3 +477,7 @@ def test_a_clone_without_the_makefile_gets_its_branch_and_the_notes_give_the_lin
         "after its last `python utils/check_*.py` line" in notes
     )
     assert "(a tab, then the command): -python utils/check_add.py then `git add Makefile && git commit" in notes
+    assert (
+        "could not add it: the clone has no .circleci/config.yml. Add by hand, after its last `- run: python "
+        "utils/check_*.py` step, at its indentation: `- run: python utils/check_add.py`." in notes
+    )

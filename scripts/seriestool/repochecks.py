@@ -1,9 +1,12 @@
-"""Upstream's repository checks: the line that runs a patch's `utils/check_*.py` script where upstream runs its
-repository checks, a recipe line of a target of its root Makefile (`check-repo`), declared in
-[targets.<t>.repo_checks].
+"""Upstream's repository checks: the lines that run a patch's `utils/check_*.py` script where upstream runs its
+repository checks, declared in [targets.<t>.repo_checks]: a recipe line of a target of its root Makefile
+(`check-repo`, which runs them for a contributor, `-` prefixed: make goes on after a failure) and a step of its CI's
+repository-consistency job (`.circleci/config.yml`, `- run: python utils/check_*.py`: the gate that fails a pull
+request).
 
-The patches apply to the release's sdist, which has no Makefile, so no patch can carry that line: `branches` adds it
-to the pull request's commit on a clone that has one (`place`), and `pr` names it, or the line to add by hand.
+The patches apply to the release's sdist, which has neither file, so no patch can carry those lines: `branches` adds
+them to the pull request's commit on a clone that has them (`place`, `place_ci`), and `pr` names them, or the lines to
+add by hand.
 """
 
 import re
@@ -11,6 +14,9 @@ from dataclasses import dataclass
 
 
 MAKEFILE = "Makefile"
+CI_CONFIG = ".circleci/config.yml"
+# A step of the CI config that runs one of upstream's repository checks (`- run: python utils/check_repo.py`)
+_CI_CHECK = re.compile(r"^(\s*)- run: python utils/check_[\w.-]*\.py\b.*$")
 # The prefix of the line `pr` asks for by hand, where no Makefile shows its neighbours: upstream's check-repo recipe
 # runs each of its `python utils/check_*.py` scripts as `-python ...` (make goes on after a failure)
 DEFAULT_PREFIX = "-"
@@ -101,3 +107,32 @@ def place(text: str | None, make_target: str, command: str) -> Placed:
         lines[end - 1] += newline
     lines.insert(end, f"\t{line}{newline}")
     return Placed(line, text="".join(lines), after=after)
+
+
+def ci_step(command: str) -> str:
+    """The CI config's step (without its indentation) that runs `command`."""
+    return f"- run: {command.strip()}"
+
+
+def place_ci(text: str | None, command: str) -> Placed:
+    """The CI config `text` (None: the clone has none) with a step running `command` after its last step that runs a
+    `utils/check_*.py` script, indented as that step. Nothing to add when a step already runs `command`; `why` when
+    there is no config or no such step."""
+    step = ci_step(command)
+    if text is None:
+        return Placed(step, why=f"the clone has no {CI_CONFIG}")
+    lines = text.splitlines(keepends=True)
+    for line in lines:
+        if line.strip() == step:
+            return Placed(step, present=True)
+    checks = [i for i, line in enumerate(lines) if _CI_CHECK.match(line.rstrip("\r\n"))]
+    if not checks:
+        return Placed(step, why=f"its {CI_CONFIG} has no `- run: python utils/check_*.py` step")
+    last = checks[-1]
+    neighbour = lines[last].rstrip("\r\n")
+    indent = _CI_CHECK.match(neighbour).group(1)
+    newline = "\r\n" if lines[last].endswith("\r\n") else "\n"
+    if not lines[last].endswith("\n"):
+        lines[last] += newline
+    lines.insert(last + 1, f"{indent}{step}{newline}")
+    return Placed(step, text="".join(lines), after=neighbour.strip())

@@ -95,6 +95,20 @@ def _docstring(tree: ast.Module) -> bool:
     return isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
 
 
+def _head(text: str, where: str) -> str:
+    """The head of a test file: its leading comment lines (the license) and its module docstring, as a new home file
+    made from it starts."""
+    tree = _parse(text, where)
+    lines = text.splitlines(keepends=True)
+    if _docstring(tree):
+        end = tree.body[0].end_lineno or tree.body[0].lineno
+    else:
+        end = 0
+        while end < len(lines) and lines[end].lstrip().startswith("#"):
+            end += 1
+    return "".join(lines[:end])
+
+
 def _is_import(node: ast.stmt) -> bool:
     return isinstance(node, (ast.Import, ast.ImportFrom))
 
@@ -521,6 +535,9 @@ def move(
     replaced first (`replace_shared`). `home` and `source` name the files in messages. A test class the home file
     already defines is an error: moving it would replace upstream's."""
     moved = Moved(home=home, source=source, new_file=home_text is None)
+    if home_text is None:
+        # a new home file keeps the head of the file its tests come from: the license and the module docstring
+        home_text = _head(new_text, source)
     if shared:
         new_text, moved.dropped = replace_shared(
             new_text, shared, source=source, home=home, home_text=home_text, module=shared_module

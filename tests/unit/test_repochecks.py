@@ -84,3 +84,32 @@ def test_no_makefile_or_no_target_is_a_reason_and_the_line_to_add(text, why):
     placed = repochecks.place(text, "check-repo", COMMAND)
     assert (placed.text, placed.present, placed.placed, placed.why) == (None, False, False, why)
     assert placed.line == "-python utils/check_loss.py"  # the line `pr` asks for by hand
+
+
+CI_CONFIG = (
+    "jobs:\n"
+    "    check_repository_consistency:\n"
+    "        steps:\n"
+    "            - run: python utils/check_copies.py\n"
+    "            - run: python utils/check_repo.py\n"
+    "            - run: python utils/update_metadata.py --check-only\n"
+)
+
+
+def test_the_ci_step_goes_after_the_last_check_step_at_its_indentation():
+    placed = repochecks.place_ci(CI_CONFIG, COMMAND)
+    index, line = _added(CI_CONFIG, placed.text)
+    assert (index, line) == (5, "            - run: python utils/check_loss.py")
+    assert placed.after == "- run: python utils/check_repo.py"
+    again = repochecks.place_ci(placed.text, COMMAND)
+    assert again.present and again.text is None
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [(None, "the clone has no .circleci/config.yml"), ("jobs: {}\n", "has no `- run: python utils/check_*.py` step")],
+)
+def test_no_ci_config_or_no_check_step_is_a_reason_and_the_step_to_add(text, why):
+    placed = repochecks.place_ci(text, COMMAND)
+    assert placed.text is None and not placed.present and why in placed.why
+    assert placed.line == "- run: python utils/check_loss.py"

@@ -138,10 +138,13 @@ def test_bad_input(_, home, classes, message):
         testhomes.move(home, NEW, home="h.py", source="n.py", classes=classes)
 
 
-def test_new_home_is_the_file_without_its_header():
+def test_new_home_keeps_the_file_s_license_and_docstring():
+    """Before: a new home file (no such file upstream) started at its imports, without the license header upstream
+    requires of every file (a cold review's nit). Now it keeps the head of the file its tests come from."""
     merged, moved = testhomes.move(None, NEW, home="tests/new/test_x.py", source="tests/t/test_new.py")
     assert moved.new_file and moved.kept == []
-    assert merged.startswith("import json\nimport os\n\nfrom parameterized import parameterized\n")
+    assert merged.startswith('# Copyright: the patch\'s header\n"""The patch\'s new test file."""\n')
+    assert "import json\nimport os\n\nfrom parameterized import parameterized\n" in merged
     assert top_names(merged) == ["RegressionModel", "make_rows", "MovedTest", "OtherMovedTest"]
     diff = testhomes.unified_diff("tests/new/test_x.py", None, merged)
     assert diff.startswith("diff --git a/tests/new/test_x.py b/tests/new/test_x.py\nnew file mode 100644\n")

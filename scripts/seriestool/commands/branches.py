@@ -8,8 +8,9 @@ When the clone's base holds upstream's tests (a home file of [targets.<t>.test_h
 upstream-tier branch carries its tests moved into their homes, as `homes` moves them (testhomes.py), instead of
 the new test files the patch adds; a clone without them gets the new files, and the report says so. The commit of a
 patch that declares repository checks ([targets.<t>.repo_checks]) also adds the line that runs each to its target
-of the clone's root Makefile (repochecks.py: the sdist has no Makefile, so no patch carries it); a clone without
-that Makefile or target gets the commit as it is, and the report and the record say so (for `pr`).
+of the clone's root Makefile and the step that runs it to the CI's repository-consistency job (repochecks.py: the
+sdist has neither file, so no patch carries them); a clone without them gets the commit as it is, and the report and
+the record say so (for `pr`).
 Everything is built in a scratch clone; the clone's branches are created or
 moved at the end, in one ref transaction, so a failure leaves them all as they were.
 """
@@ -54,7 +55,8 @@ each commit of a pull request's branch carries its tests moved into upstream's t
 them, with the manifest's `shared_helpers`) instead of the new test files; otherwise the branches add the new
 files, and it says so. The commit of a patch with repository checks ([targets.<target>.repo_checks]) adds
 the line that runs each to its target of the clone's root Makefile (`check-repo`), in the style of the target's
-`utils/check_*.py` lines; without that Makefile or target it is left as it is, and the output says so. A
+`utils/check_*.py` lines, and a `- run:` step after the last such step of the CI config (.circleci/config.yml, the
+gate); without them it is left as it is, and the output says so. A
 fork-tier patch ([targets.<target>.fork]: carried for forks) gets a branch {prtemplate.FORK_BRANCH_PREFIX}<subject>
 and a `gh issue create` (its issue text) instead of a pull request.
 Every commit is authored by you: --author "Name <email>", else the clone's git config user.name and
@@ -293,12 +295,18 @@ def _wire_checks(scratch: Repo, target: Target, patch: str) -> list[dict[str, An
     as `reauthor` makes it (a rerun makes the same commit). A line that cannot be placed (no Makefile, no such target)
     leaves the commit as it is. Returns what became of each line, for the report and the record `pr` reads."""
     makefile = scratch.path / repochecks.MAKEFILE
+    ci_config = scratch.path / repochecks.CI_CONFIG
     found: list[dict[str, Any]] = []
     for check in target.repo_checks.get(patch, []):
         text = makefile.read_bytes().decode("utf-8", "surrogateescape") if makefile.is_file() else None
         placed = repochecks.place(text, check["make_target"], check["command"])
         if placed.text is not None:
             makefile.write_bytes(placed.text.encode("utf-8", "surrogateescape"))
+        # the CI's repository-consistency job: the gate (the Makefile's check lines go on after a failure)
+        text = ci_config.read_bytes().decode("utf-8", "surrogateescape") if ci_config.is_file() else None
+        step = repochecks.place_ci(text, check["command"])
+        if step.text is not None:
+            ci_config.write_bytes(step.text.encode("utf-8", "surrogateescape"))
         found.append(
             {
                 **check,
@@ -307,11 +315,26 @@ def _wire_checks(scratch: Repo, target: Target, patch: str) -> list[dict[str, An
                 "present": placed.present,
                 "after": placed.after,
                 "why": placed.why,
+                "ci": {
+                    "line": step.line,
+                    "added": step.text is not None,
+                    "present": step.present,
+                    "after": step.after,
+                    "why": step.why,
+                },
             }
         )
-    if any(check["added"] for check in found):
+    changed = [
+        path
+        for path, added in (
+            (repochecks.MAKEFILE, any(check["added"] for check in found)),
+            (repochecks.CI_CONFIG, any(check["ci"]["added"] for check in found)),
+        )
+        if added
+    ]
+    if changed:
         date = scratch.out("log", "-1", "--format=%ad", "--date=raw", "HEAD")
-        scratch.run("add", "--", repochecks.MAKEFILE)
+        scratch.run("add", "--", *changed)
         scratch.run(
             "commit",
             "--amend",
@@ -567,6 +590,17 @@ def _report(
                 ctx.out(
                     f'{entry.branch}: "{check["line"]}" is not in {where}: {check["why"]} (`pr {entry.patch[:4]}` '
                     "says where to add it by hand)"
+                )
+            ci = check.get("ci") or {}
+            where = f"the CI's repository checks ({repochecks.CI_CONFIG})"
+            if ci.get("added"):
+                ctx.out(f'{entry.branch}: its commit adds "{ci["line"]}" to {where}, after "{ci["after"]}"')
+            elif ci.get("present"):
+                ctx.out(f'{entry.branch}: {where} already runs "{ci["line"]}"')
+            elif ci:
+                ctx.out(
+                    f'{entry.branch}: "{ci["line"]}" is not in {where}: {ci["why"]} (`pr {entry.patch[:4]}` says '
+                    "where to add it by hand)"
                 )
     if not judged:
         ctx.out(

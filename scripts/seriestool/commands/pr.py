@@ -137,10 +137,11 @@ def behaviour_change(body: str) -> list[str]:
     return [block for block in paragraphs(body) if block.startswith(("Behaviour change:", "Behavior change:"))]
 
 
-def diffstat(patch: PatchFile, moved: dict[str, str] | None = None, makefile: int = 0) -> list[str]:
+def diffstat(patch: PatchFile, moved: dict[str, str] | None = None, makefile: int = 0, ci_steps: int = 0) -> list[str]:
     """One line per file: path (new/deleted), lines added and removed; a new test file `branches` moves into an
     upstream topic file (`moved`: path -> home) is named as the branch holds it; `makefile`: the lines of its
-    repository checks the pull request adds to upstream's Makefile, which the patch file cannot carry."""
+    repository checks the pull request adds to upstream's Makefile, `ci_steps` those it adds to its CI config, which
+    the patch file cannot carry."""
     rows = []
     for diff in patch.files:
         added = sum(1 for h in diff.hunks for line in h.lines if line.startswith("+"))
@@ -152,6 +153,8 @@ def diffstat(patch: PatchFile, moved: dict[str, str] | None = None, makefile: in
         rows.append((f"{diff.path}{state}", f"+{added} -{removed}"))
     if makefile:
         rows.append((f"{repochecks.MAKEFILE} (its repository checks: see below)", f"+{makefile}"))
+    if ci_steps:
+        rows.append((f"{repochecks.CI_CONFIG} (its repository checks: see below)", f"+{ci_steps}"))
     width = max((len(path) for path, _ in rows), default=0)
     return [f"{path:<{width}}  {counts}" for path, counts in rows]
 
@@ -401,6 +404,26 @@ def repo_check_lines(ctx: Context, target: Target, name: str) -> list[str]:
         )
         lines += ([""] if lines else []) + textwrap.wrap(text, NOTES_WIDTH, break_on_hyphens=False)
         lines += [f"  {line}", f"then `git add {repochecks.MAKEFILE} && git commit --amend --no-edit` on the branch."]
+    for check, done in checks:
+        ci = done.get("ci") or {}
+        step = ci.get("line") or repochecks.ci_step(check["command"])
+        where = f"the CI's repository-consistency job ({repochecks.CI_CONFIG})"
+        if ci.get("added"):
+            text = (
+                f'Branch {branch["branch"]} also adds the step `{step}` to {where}, after "{ci["after"]}": the '
+                "gate that fails a pull request (the Makefile's check lines start with `-`, so `make check-repo` "
+                "goes on after a failure)."
+            )
+        elif ci.get("present"):
+            text = f"{where[0].upper()}{where[1:]} on the base of branch {branch['branch']} already runs `{step}`."
+        else:
+            text = (
+                f"The gate that fails a pull request is {where} (the Makefile's check lines start with `-`: make goes "
+                f"on after a failure); the patch file cannot carry it (the sdist has no {repochecks.CI_CONFIG})"
+                + (f" and `series.py branches` could not add it: {ci['why']}" if ci.get("why") else "")
+                + f". Add by hand, after its last `- run: python utils/check_*.py` step, at its indentation: `{step}`."
+            )
+        lines += ([""] if lines else []) + textwrap.wrap(text, NOTES_WIDTH, break_on_hyphens=False)
     return lines
 
 
@@ -640,7 +663,12 @@ def render(ctx: Context, target: Target, name: str) -> str:
         path: home for path in tests for home, classes in (homes or {}).items() if _moves_to(patch, path, classes)
     }
     makefile = sum(1 for _, done in repo_checks_done(ctx, target, name)[1] if not done.get("present"))
-    notes.add("What the pull request changes (lines added and removed per file)", diffstat(patch, moved, makefile))
+    ci_steps = sum(
+        1 for _, done in repo_checks_done(ctx, target, name)[1] if not (done.get("ci") or {}).get("present")
+    )
+    notes.add(
+        "What the pull request changes (lines added and removed per file)", diffstat(patch, moved, makefile, ci_steps)
+    )
     shown = measured(body) + behaviour_change(body)
     notes.add("The before/after its commit message measured", _blocks(measured(body)))
     notes.add("The behaviour change its commit message states", _blocks(behaviour_change(body)))
@@ -655,7 +683,10 @@ def render(ctx: Context, target: Target, name: str) -> str:
     else:
         notes.add("Its tests", [f"It adds no test file under {target.tests}."])
     notes.add("Upstream tests the pull request must update", upstream_tests_lines(ctx, target, name))
-    notes.add(f"Upstream's repository checks (its {repochecks.MAKEFILE})", repo_check_lines(ctx, target, name))
+    notes.add(
+        f"Upstream's repository checks (its {repochecks.MAKEFILE} and {repochecks.CI_CONFIG})",
+        repo_check_lines(ctx, target, name),
+    )
     notes.add(f"The saved state ({target.saved_state.get('class', '')})", saved_state_lines(target, name))
     said = [f"It says it fixes {', '.join(fixed)} (the `Fixes` line below)."] if fixed else []
     refs = threads(body)
