@@ -125,12 +125,12 @@ def place_ci(text: str | None, command: str) -> Placed:
     for line in lines:
         if line.strip() == step:
             return Placed(step, present=True)
-    checks = [i for i, line in enumerate(lines) if _CI_CHECK.match(line.rstrip("\r\n"))]
+    checks = [(i, m) for i, line in enumerate(lines) if (m := _CI_CHECK.match(line.rstrip("\r\n")))]
     if not checks:
         return Placed(step, why=f"its {CI_CONFIG} has no `- run: python utils/check_*.py` step")
-    last = checks[-1]
+    last, match = checks[-1]
     neighbour = lines[last].rstrip("\r\n")
-    indent = _CI_CHECK.match(neighbour).group(1)
+    indent = match.group(1)
     newline = "\r\n" if lines[last].endswith("\r\n") else "\n"
     if not lines[last].endswith("\n"):
         lines[last] += newline
