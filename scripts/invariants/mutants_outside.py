@@ -204,8 +204,9 @@ OUTSIDE_MUTANTS: list[Mutant] = [
         "out-step-counts-only-after-skip",
         "0025: every log of a scaler run carries the counts that differ from step (short windows, GA>1 too)",
         TRAINER,
-        "        if self.accelerator.scaler is None:\n            return {}\n        num_attempted",
-        "        if self.accelerator.scaler is None or not self.state.skipped_optimizer_steps:\n            return {}\n        num_attempted",
+        "        if self.accelerator.scaler is None or self._num_batches_seen is None:\n            return {}\n        num_attempted",
+        "        if self.accelerator.scaler is None or self._num_batches_seen is None or not self.state.skipped_optimizer_steps:"
+        "\n            return {}\n        num_attempted",
         origin="outside",
     ),
 ]

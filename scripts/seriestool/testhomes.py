@@ -923,8 +923,9 @@ def _check_shared(target: Target, path: str, shared: dict[str, str], read: Calla
 def format_moved(found: Plan, ruff: Sequence[StrPath], config_dir: StrPath) -> list[str]:
     """Format what `found` appends to each home with `ruff format --range` (the config of `config_dir`, the base's
     checkout): a renamed helper makes lines longer. First an import the moved tests brought that nothing uses any
-    more (a name only their dropped `if is_torch_available():` block used) is removed (`ruff check --fix --select
-    F401`; upstream's own lines pass ruff check, so only such an import goes). Returns the problems (ruff failing on a
+    more (a name only their dropped `if is_torch_available():` block used) is removed and the imports are sorted as
+    upstream's isort settings say, blank lines after them included (`ruff check --fix --select F401,I`; upstream's own
+    lines pass ruff check, so only what the moved tests brought changes). Returns the problems (ruff failing on a
     home)."""
     problems = []
     for home, first in found.appended_from.items():
@@ -933,7 +934,7 @@ def format_moved(found: Plan, ruff: Sequence[StrPath], config_dir: StrPath) -> l
             command = [*map(str, ruff), *args, "--no-cache", "--stdin-filename", home, "-"]
             return subprocess.run(command, input=found.after[home], capture_output=True, text=True, cwd=config_dir)
 
-        unused = ruff_on("check", "--fix", "--select", "F401")
+        unused = ruff_on("check", "--fix", "--select", "F401,I")
         if unused.returncode == 0 and unused.stdout:
             found.after[home] = unused.stdout
         proc = ruff_on("format", f"--range={first}")

@@ -323,6 +323,18 @@ def test_an_import_only_the_dropped_guard_used_is_removed(tmp_path):
     assert "is_torch_available" not in found.after["h.py"] and "class T:" in found.after["h.py"]
 
 
+def test_the_imports_the_moved_tests_bring_are_sorted(tmp_path):
+    """A home the branch makes new (or one the moved tests add imports to) passes `ruff check`'s isort rule (I001)."""
+    pytest.importorskip("ruff", reason="needs ruff: run it with `python3 scripts/series.py selftest`")
+    import sys
+
+    text = "import sys\nimport os\n\nx = os, sys\n"
+    found = testhomes.Plan(patch="0001-x.patch", moves=[], before={"h.py": ""}, after={"h.py": text})
+    found.appended_from["h.py"] = 1
+    assert testhomes.format_moved(found, [sys.executable, "-m", "ruff"], tmp_path) == []
+    assert found.after["h.py"].startswith("import os\nimport sys\n")
+
+
 @parameterized.expand(
     [
         ("no imports on either side", "x = 1\n", "def test_a():\n    pass\n", "x = 1\n\n\ndef test_a():\n    pass\n"),

@@ -427,16 +427,25 @@ def repo_check_lines(ctx: Context, target: Target, name: str) -> list[str]:
     return lines
 
 
-def issue_lines(ctx: Context, target: Target, name: str, fixed: list[str], changes: bool) -> tuple[list[str], str]:
+def issue_lines(
+    ctx: Context, target: Target, name: str, fixed: list[str], changes: bool, body: str = ""
+) -> tuple[list[str], str]:
     """The notes on the issue the pull request answers, and the issue reference to name ("" when none is open):
-    the `Fixes` of its message, else [targets.<target>.issues]; a warning when a patch that changes behaviour
-    names none."""
+    the `Fixes` of its message, else [targets.<target>.issues] (a pull request whose message says `Part of #N` or
+    `Related to #N` only links it: it does not close it); a warning when a patch that changes behaviour names none."""
     table = f"[targets.{target.name}.issues]"
     entry = target.issues.get(name, {})
     if fixed:
         return [], fixed[0]
     if entry.get("issue"):
         ref = entry["issue"]
+        said = next((words for words in ("Part of", "Related to") if f"{words} {ref}" in " ".join(body.split())), "")
+        if said:
+            return textwrap.wrap(
+                f"It answers {ref} in part ({table} in {ctx.manifest.path.name}; its message says `{said} {ref}`): "
+                f"write `{said} {ref}` in the description, not `Fixes`: the pull request does not close it.",
+                NOTES_WIDTH,
+            ), ref
         return textwrap.wrap(
             f"It answers {ref} ({table} in {ctx.manifest.path.name}): link it in the description (`Fixes {ref}` "
             "when the pull request closes it).",
@@ -691,7 +700,7 @@ def render(ctx: Context, target: Target, name: str) -> str:
     said = [f"It says it fixes {', '.join(fixed)} (the `Fixes` line below)."] if fixed else []
     refs = threads(body)
     notes.add("Issues and pull requests its commit message names", said + ([", ".join(refs)] if refs else []))
-    answers, issue = issue_lines(ctx, target, name, fixed, bool(behaviour_change(body)))
+    answers, issue = issue_lines(ctx, target, name, fixed, bool(behaviour_change(body)), body)
     notes.add("The issue it answers", answers)
     if name in target.cuts:
         left = [dep[:4] for dep in target.depends_on(name) if dep not in target.pr_needs(name)]
