@@ -59,6 +59,10 @@ def test_a_cut_makes_a_pull_request_of_a_patch_that_only_sits_next_to_another(fa
     assert second["cut"]["ok"] and second["cut"]["applies"] and second["cut"]["needs"] == []
     assert second["cut"]["red"].startswith("red") and second["cut"]["green"].startswith("green")
     assert "its pull request's cut (cuts/0002-core-add-two.patch) goes in on the pinned base alone" in proc.stdout
+    # its pull request's notes quote the run of the cut, the branch, and do not say the branch holds 0001
+    notes = " ".join(fake.ok("pr", "0002").stdout.split())
+    assert "Its cut, the branch, in the same run on" in notes and "alone: without the code change red" in notes
+    assert "it depends on (its branch holds them)" not in notes
 
     # a cut that drifts from its patch (here: it adds a line the patch does not) fails the patch
     cut.write_text(cut.read_text(encoding="utf-8").replace("+    return 2\n", "+    return 2  # two\n"), "utf-8")

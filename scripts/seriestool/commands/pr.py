@@ -240,6 +240,16 @@ def verify_result(ctx: Context, target: Target, name: str, patch_path: Path) -> 
     lines.append(f"  with it (green): {green['passed']} pass{skipped}")
     lines.append("  ruff check and ruff format --check: clean on the files it changes")
     lines += _under_lines(target, name, under)
+    cut = entry.get("cut") or {}
+    if name in target.cuts and cut.get("red") and cut.get("green"):
+        needs = target.pr_needs(name)
+        on_cut = f"{base_phrase} and {_count(len(needs), 'patch')} it needs" if needs else f"{base_phrase} alone"
+        lines += textwrap.wrap(
+            f"  Its cut, the branch, in the same run on {on_cut}: without the code change {cut['red']}, with it "
+            f"{cut['green']}",
+            NOTES_WIDTH,
+            subsequent_indent="    ",
+        )
     return lines, True
 
 
@@ -257,7 +267,7 @@ def _under_lines(target: Target, name: str, under: list[str]) -> list[str]:
     """Which patches were under it in that run, by title, and which of them its branch does not hold."""
     if not under:
         return []
-    deps = set(target.depends_on(name))
+    deps = set(target.pr_needs(name))  # its cut's needs where it has one: what its branch holds
     held = [patch for patch in under if patch in deps]
     others = [patch for patch in under if patch not in deps]
     lines = []
