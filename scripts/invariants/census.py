@@ -47,12 +47,14 @@ def run(script: str, timeout: float = 300.0) -> dict[str, Any]:
     out: dict[str, Any] = {
         "exit": done.returncode,
         "failing": failing,
-        "not_checked": next((len(v) for k, v in sections.items() if k.startswith("Not checked")), 0),
+        # "Checked N of M model classes, not checked:" (or, before, "Not checked (N):")
+        "not_checked": next((len(v) for k, v in sections.items() if k.startswith(("Not checked", "Checked "))), 0),
         "declared_averaged": next((len(v) for k, v in sections.items() if k.startswith("Declared")), 0),
         "seconds": round(time.monotonic() - started, 1),
     }
     if done.returncode not in (0, 1) or (done.returncode == 1 and not failing):  # a crash exits 1 too
-        out["error"] = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        # a crash says why on stderr; a check that could check nothing (no PyTorch, no class) says it on stdout
+        out["error"] = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
     return out
 
 

@@ -48,3 +48,20 @@ def test_a_census_that_crashes_or_hangs_is_a_finding(tmp_path):
     assert census.found(result) == ["the census did not run to its end: ImportError: no module named x"]
     result = census.run(_script(tmp_path, "import time\ntime.sleep(5)\n"), timeout=0.5)
     assert census.found(result) == ["the census did not run to its end: the census took more than 0s"]
+
+
+def test_the_census_reads_the_checked_heading_and_a_run_that_checks_nothing(tmp_path):
+    """The check prints "Checked N of M model classes, not checked:" on every run, and fails, saying why on stdout,
+    where it could check no class."""
+    body = 'print("Checked 1 of 2 model classes, not checked:")\nprint("- AModel: cannot import")\n'
+    result = census.run(_script(tmp_path, body))
+    assert result["exit"] == 0 and result["not_checked"] == 1 and census.found(result) == []
+    body = (
+        "import sys\n"
+        'print("Checked 0 of 1 model classes, not checked:")\n'
+        'print("- AModel: cannot import")\n'
+        'print("No model class could be checked.")\n'
+        "sys.exit(1)\n"
+    )
+    result = census.run(_script(tmp_path, body))
+    assert census.found(result) == ["the census did not run to its end: No model class could be checked."]
