@@ -50,15 +50,16 @@ def test_a_census_that_crashes_or_hangs_is_a_finding(tmp_path):
     assert census.found(result) == ["the census did not run to its end: the census took more than 0s"]
 
 
-def test_the_census_reads_the_checked_heading_and_a_run_that_checks_nothing(tmp_path):
-    """The check prints "Checked N of M model classes, not checked:" on every run, and fails, saying why on stdout,
-    where it could check no class."""
-    body = 'print("Checked 1 of 2 model classes, not checked:")\nprint("- AModel: cannot import")\n'
+def test_the_census_reads_the_checked_line_and_a_run_that_checks_nothing(tmp_path):
+    """The check prints "Checked N of M model classes." on every run, and fails, saying why on stdout, where it could
+    check no class."""
+    body = 'print("Checked 1 of 2 model classes.")\nprint("Not checked (1):")\nprint("- AModel: cannot import")\n'
     result = census.run(_script(tmp_path, body))
     assert result["exit"] == 0 and result["not_checked"] == 1 and census.found(result) == []
     body = (
         "import sys\n"
-        'print("Checked 0 of 1 model classes, not checked:")\n'
+        'print("Checked 0 of 1 model classes.")\n'
+        'print("Not checked (1):")\n'
         'print("- AModel: cannot import")\n'
         'print("No model class could be checked.")\n'
         "sys.exit(1)\n"
