@@ -66,7 +66,7 @@ def train(optim, device):
         seed=0,
         **kwargs,
     )
-    # seed 000's reading of a step (0024's option), set after construction: the release ignores it
+    # seed 000's reading of a step (0026's option), set after construction: the release ignores it
     args.count_skipped_steps = False
     attempts = Attempts()
     trainer = Trainer(model=Regressor(), args=args, train_dataset=data, callbacks=[attempts])

@@ -24,7 +24,7 @@ from . import models, reference
 
 
 INIT_SCALE = 16.0  # the gradient scaler's first scale, unless a configuration draws another (`init_scale`)
-# the step and batch counts a training log carries in the series (0025), read by `judges.logged_counts`
+# the step and batch counts a training log carries in the series (0027), read by `judges.logged_counts`
 COUNT_KEYS = ("num_batches_seen", "num_optimizer_steps_attempted", "num_optimizer_steps_applied")
 
 
@@ -67,7 +67,7 @@ class Run:
     # resumed with `max_steps` lowered to this (the drawn resume's `max_steps`: at the checkpoint's step, or below)
     resumed_max_steps: int | None = None
     eval_metrics: list[list[str]] = field(default_factory=list)  # the keys of each evaluation's metrics
-    outside: float | None = None  # the outside parameter's value at the end (`outside`, 0019)
+    outside: float | None = None  # the outside parameter's value at the end (`outside`, 0021)
     # each evaluation's log entry (every key), with the harness's attempts when it was logged
     eval_logs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -115,7 +115,7 @@ class Harness:
         self.index = models.sample_index(config)
         self.trainer: Any = None
         self.at_epoch_end = False
-        # a parameter the optimizer holds outside the model (`outside`, 0019), at 1 so that its weight decay shows:
+        # a parameter the optimizer holds outside the model (`outside`, 0021), at 1 so that its weight decay shows:
         # `reached`, the loss adds it times 0, so its gradient is 0, and inf * 0 = NaN when the harness's fault reaches
         # the loss; `unreached` (no loss uses it), its gradient stays None; `alternate`, the even attempts' losses add
         # it (`outside_reaches`)
@@ -176,7 +176,7 @@ class Harness:
                     harness.run.full_logs.append(dict(logs, step=state.global_step))
                     harness.run.logs.append({"step": state.global_step, "loss": float(logs["loss"])})
                     harness.run.logs[-1]["attempts"] = len(harness.run.attempts)
-                    # the counts the series logs since the start of training (0025); None where a log has none
+                    # the counts the series logs since the start of training (0027); None where a log has none
                     for name in COUNT_KEYS:
                         harness.run.logs[-1][name] = logs.get(name)
                 elif logs and any(key.startswith("eval_") for key in logs):
@@ -232,7 +232,7 @@ class Harness:
             }
         )
         if self.nan_loss:
-            # the mean of the micro-batches the filter keeps, scaled to the window (0017); NaN when it keeps none, or
+            # the mean of the micro-batches the filter keeps, scaled to the window (0019); NaN when it keeps none, or
             # when their losses are shares of the Trainer's count (no part of them is the window's mean)
             terms = self.run.attempts[-1]["expected"]["terms"]
             kept = [t for t, nan in zip(terms, self.nan_parts, strict=True) if not nan and not self.counted]

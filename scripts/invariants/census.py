@@ -1,7 +1,7 @@
 """The tree's own census of the heads the Trainer hands `num_items_in_batch` (issue 54 item 5).
 
 The search draws BERT, Llama and regression heads only: a declaration (`accepts_loss_kwargs`) flipped in a vision,
-audio or multimodal head is invisible to it. The series' repository check (0015,
+audio or multimodal head is invisible to it. The series' repository check (0017,
 `utils/check_loss_kwargs_declarations.py`) reads every head of the auto mappings; the checker runs the tree's own copy
 of it (the command takes it from the tree's commit) and reports its figures beside the search: a head handed the count
 although its loss ignores it is the violation `declarations-census`. A tree without the check (the release) has none.

@@ -9,7 +9,7 @@ Everything else is the contract as the series documents it:
 
 - the data: a pass has `ceil(n / batch)` batches in order (sequential sampler, or the stream's order); a window is
   `ga` of them, the last one of a pass short; attempt `j` of a run reads window `j` of the passes laid end to end;
-- the step (0010, 0024): by default every optimizer step taken is a step (the release's); with
+- the step (0010, 0026): by default every optimizer step taken is a step (the release's); with
   `count_skipped_steps=False` only an applied update is, a skipped one calls no `on_optimizer_step`/`on_step_end`, the
   next window does not begin the step again, an epoch run reads its planned windows (one update step less per skip) and
   a `max_steps` run reads further windows until `max_steps` updates (the further passes belong to the last planned

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 
-# What 0007 adds to the saved state of a stream read more than once, and what 0025 logs
+# What 0007 adds to the saved state of a stream read more than once, and what 0027 logs
 STREAM_POSITION = "train_dataloader_position"
 LOGGED_COUNTS = "num_optimizer_steps_attempted"
-# 0016 before issue 38: the token-weighted mean for any module without **kwargs
+# 0018 before issue 38: the token-weighted mean for any module without **kwargs
 GUESSED_MEAN = (
     "Only the default `compute_loss` is known to return the model's (or label smoother's) mean over the targets"
 )
@@ -34,7 +34,7 @@ DECLARED: list[dict[str, Any]] = [
         "reason": (
             "release and series (no patch yet): a stream has no planned number of passes, so with max_steps a "
             "callback that stops every epoch before its first update (should_epoch_stop in on_epoch_begin) makes "
-            "the release and the series read one micro-batch per pass forever; sized data ends (0024's pass bound)"
+            "the release and the series read one micro-batch per pass forever; sized data ends (0026's pass bound)"
         ),
     },
     *(
@@ -63,7 +63,7 @@ DECLARED: list[dict[str, Any]] = [
                 "(should_epoch_stop) goes on where the optimizer steps taken say, as if every pass had been read "
                 "whole, not after the batches the cut pass read (the contract does not model such a resume): "
                 "its steps, epochs, logs, evaluations and saves differ from the contract's, and over sized data its "
-                "batch count (0025 keeps no count of a cut pass in a checkpoint that the release must load)"
+                "batch count (0027 keeps no count of a cut pass in a checkpoint that the release must load)"
             ),
         }
         for invariant in (
@@ -83,7 +83,7 @@ DECLARED: list[dict[str, Any]] = [
             "tree": {"has": GUESSED_MEAN},
             "when": {"model": ["reg_nokw", "reg_sample"]},
             "reason": (
-                "0016 (issue 38, open): a module without **kwargs is taken to return a mean over its targets and its "
+                "0018 (issue 38, open): a module without **kwargs is taken to return a mean over its targets and its "
                 "loss is weighted by them; a custom loss that averages over samples (or anything else) gets a wrong "
                 "gradient and logged loss, where the release averaged its micro-batch losses"
             ),
@@ -107,7 +107,7 @@ DECLARED: list[dict[str, Any]] = [
         "invariant": "logged-counts",
         "tree": {"lacks": LOGGED_COUNTS},
         "when": {},  # every configuration (an empty predicate matches all)
-        "reason": "a tree without 0025 (the release) logs no step or batch counts",
+        "reason": "a tree without 0027 (the release) logs no step or batch counts",
     },
 ]
 

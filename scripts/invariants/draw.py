@@ -114,12 +114,12 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     k = draw(st.integers(0, 6))
     # 0.05 clips about every gradient of these models; 1e9 none; 0 turns clipping off
     clip = draw(st.sampled_from([0.0, 1e9, 0.05]))
-    # `TrainingArguments.count_skipped_steps` (0024): shrinks to the default, a skipped optimizer step is a step
+    # `TrainingArguments.count_skipped_steps` (0026): shrinks to the default, a skipped optimizer step is a step
     applied_steps = draw(st.booleans())
     input_tokens = draw(st.booleans())
     target_tokens = draw(st.booleans()) and "include_num_target_tokens_trained" in features
     progress = draw(st.booleans())  # the progress bar on (`disable_tqdm=False`)
-    # a parameter the optimizer holds outside the model (0019); how the losses reach it is drawn last (below)
+    # a parameter the optimizer holds outside the model (0021); how the losses reach it is drawn last (below)
     outside = draw(st.booleans())
     # fp16: an inf in every attempt from this one on (the loss scale falls to 0 after 154 skips)
     inf_from = draw(st.sampled_from([None, None, None, None, None, None, 0, 2]))
@@ -127,7 +127,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     wrap = draw(st.sampled_from([None, None, "compiled", "delegating"]))
     # unsteered (a replay's `draw.configs()`): eight in fourteen cases aim at an edge the plain draw reaches too
     # rarely (see `_focus`); shrinks to none. The search steers instead (`steer`): each edge and reading in turn
-    # (the option's edge twice: its reading has the most claims, 0024's)
+    # (the option's edge twice: its reading has the most claims, 0026's)
     focus = draw(st.sampled_from([None] * 6 + list(FOCUS) + ["option-skips"]))
     # drawn last, so that the choices above come out as before they were added (issue 54 items 2 and 5):
     # - the outside parameter: `reached` is in the loss times 0 (its gradient is 0, NaN once a fault reaches the
@@ -146,7 +146,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     # - how `include_num_input_tokens_seen` counts, when on: the samples have no padding, so both count the same
     input_tokens_mode = draw(st.sampled_from(["all", "non_padding"]))
     # - fp32: the NaN of an injected window is in the loss of its first micro-batch only (a mean over no labels is NaN
-    #   with a finite gradient): the window's loss is the mean of its other micro-batches' (0017)
+    #   with a finite gradient): the window's loss is the mean of its other micro-batches' (0019)
     nan_part = draw(st.booleans())
     if nan_part and not fp16 and ga > 1 and not inject:
         inject = [1]  # a window with a NaN micro-batch to leave out
@@ -357,7 +357,7 @@ def check(config: Any) -> dict[str, Any]:
     return config
 
 
-# the outside parameter (0019): none, or how the losses reach it (True: every loss, as recorded before the modes)
+# the outside parameter (0021): none, or how the losses reach it (True: every loss, as recorded before the modes)
 OUTSIDE = (False, True, "reached", "unreached", "alternate")
 
 
@@ -383,7 +383,7 @@ EDGE_FIXED: dict[str, dict[str, bool]] = {
 
 
 def reading(config: dict[str, Any]) -> str:
-    """`option`: a step counts applied updates only (`count_skipped_steps=False`, 0024); `release`: every step."""
+    """`option`: a step counts applied updates only (`count_skipped_steps=False`, 0026); `release`: every step."""
     return "release" if config.get("count_skipped_steps", True) else "option"
 
 

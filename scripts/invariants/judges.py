@@ -60,7 +60,7 @@ def _applied(run: Run) -> int:
 
 
 def _counts_skipped(obs: Observation) -> bool:
-    """The drawn `count_skipped_steps` (0024): whether a skipped optimizer step is a step (the default)."""
+    """The drawn `count_skipped_steps` (0026): whether a skipped optimizer step is a step (the default)."""
     return bool(obs.config.get("count_skipped_steps", True))
 
 
@@ -154,7 +154,7 @@ def window_content(obs: Observation) -> list[str] | None:
     """Each optimizer attempt's window holds the samples the data schedule gives it (the contract's: passes in
     sampler order, `ga` batches a window, the short last one of a pass, the windows after a skip, a cut epoch or a
     resume), in order, and there are as many attempts as the contract makes. Series claims: 0006 (a stream's short
-    last window), 0007 (the next batch after a resume), 0024 (the windows after a skip and the further passes)."""
+    last window), 0007 (the next batch after a resume), 0026 (the windows after a skip and the further passes)."""
     canon = models.canonical(obs.config)
     found: list[str] = []
     checked = False
@@ -201,7 +201,7 @@ def window_gradient(obs: Observation) -> list[str] | None:
     micro-batches' own losses for any other module (the release's rule; the Trainer cannot know what a custom loss
     averages over), scaled down to `max_grad_norm` when it is larger (clipping acts on the window's whole gradient,
     after the fp16 gradients are unscaled). fp16: within a few float16 units of the sum of the terms' magnitudes.
-    Series claims: 0003-0006, 0011-0014 (the generic heads of `modeling_layers.py` too), 0016."""
+    Series claims: 0003-0006, 0011-0016 (the generic heads of `modeling_layers.py` too), 0018."""
     found = []
     checked = False
     fp16 = obs.config["fp16"]
@@ -255,7 +255,7 @@ def updates_counted(obs: Observation) -> list[str] | None:
     scaler's scale had fallen to 0), and `global_step` equals the optimizer steps taken (by default, as released)
     or, with `count_skipped_steps=False`, the applied updates (the optimizer's own step count), also after a resume.
     A NaN the fault left on a parameter the optimizer holds outside the model skips no later step. Series claims:
-    0010, 0019, 0024 (seed 000)."""
+    0010, 0021, 0026 (seed 000)."""
     found = []
     checked = False
     for where, run in _runs(obs):
@@ -281,7 +281,7 @@ def updates_counted(obs: Observation) -> list[str] | None:
 def skip_count(obs: Observation) -> list[str] | None:
     """The Trainer's skip count equals the attempts the contract skips (the injected infs, and every attempt once the
     loss scale is 0), in the run and after a resume from any checkpoint, with any batch size or accumulation. Series
-    claims: 0010 (detected), 0021 (counted), 0024 (issue 27 items 2, 3)."""
+    claims: 0010 (detected), 0023 (counted), 0026 (issue 27 items 2, 3)."""
     found = []
     checked = False
     for where, run in _runs(obs):
@@ -304,7 +304,7 @@ def _skipped_before(obs: Observation, run: Run) -> int:
 def run_length(obs: Observation) -> list[str] | None:
     """`train()` ends where the contract ends it: at `max_steps` (counted as the drawn reading counts), after the
     planned windows of an epoch run (fractional epochs too), or at the drawn callback's own stop rule, also after a
-    resume; and makes the contract's number of optimizer attempts. Series claims: 0008, 0024 (extra passes make up
+    resume; and makes the contract's number of optimizer attempts. Series claims: 0008, 0026 (extra passes make up
     skipped steps only), issue 27 item 2 (the right end after a resume)."""
     found = []
     checked = False
@@ -322,7 +322,7 @@ def run_length(obs: Observation) -> list[str] | None:
 
 def step_end_once(obs: Observation) -> list[str] | None:
     """`on_step_end` sees each `global_step` once, strictly increasing, from the one the run starts at to the one it
-    ends at (every run, also a resume with other arguments). Series claim: the `TrainerCallback` contract of 0024
+    ends at (every run, also a resume with other arguments). Series claim: the `TrainerCallback` contract of 0026
     (issue 27 item 4: a callback keyed on `global_step` fires once per step)."""
     found = []
     checked = False
@@ -360,7 +360,7 @@ step_callbacks = _events(
     "on_step_begin/on_optimizer_step/on_step_end (event, global_step)",
     """`on_step_begin`, `on_optimizer_step` and `on_step_end` come exactly as the contract has them: a begin per
     window (with `count_skipped_steps=False` not again after a skipped attempt), an optimizer step per attempt (with
-    the option, per applied update), an end per step, each with its `global_step`. Series claims: 0010, 0024 (issue 27
+    the option, per applied update), an end per step, each with its `global_step`. Series claims: 0010, 0026 (issue 27
     item 4).""",
 )
 epoch_callbacks = _events(
@@ -368,35 +368,35 @@ epoch_callbacks = _events(
     "on_epoch_begin/on_epoch_end (event, global_step)",
     """`on_epoch_begin` and `on_epoch_end` come once per planned epoch (also a fractional last one, and the one a
     resume continues), with their `global_step`; the further passes that make up skipped steps belong to the last
-    planned epoch. Series claims: 0009, 0024.""",
+    planned epoch. Series claims: 0009, 0026.""",
 )
 logs_due = _events(
     ("log",),
     "training logs at global_step",
     """A training log comes at each step that is a multiple of `logging_steps` (or at each epoch's end), only when
     `global_step` moved since the last one, and with `count_skipped_steps=False` none for a pass whose every attempt
-    was skipped. Series claims: 0024, 0017.""",
+    was skipped. Series claims: 0026, 0019.""",
 )
 evals_due = _events(
     ("eval",),
     "evaluations at global_step",
     """An evaluation comes at each multiple of `eval_steps` and at the end of training (steps strategy), or at each
     epoch's end, also when the last window of an epoch run is skipped (with `count_skipped_steps=False`). Series
-    claims: 0024 (issue 37: the final evaluation).""",
+    claims: 0026 (issue 37: the final evaluation).""",
 )
 saves_due = _events(
     ("save",),
     "saves at global_step",
     """A checkpoint is saved at each multiple of `save_steps` and at the end of training (steps strategy), or at each
     epoch's end, also when the last window of an epoch run is skipped (with `count_skipped_steps=False`), and none
-    for a pass that applied nothing. Series claims: 0024 (issue 37: the final save).""",
+    for a pass that applied nothing. Series claims: 0026 (issue 37: the final save).""",
 )
 
 
 def logged_epoch(obs: Observation) -> list[str] | None:
     """Each training log's `epoch` is the contract's: the batches read in the pass over the pass's batches, for a
     stream the first pass over `max_steps * ga` and later ones over the pass before (also after a resume in a later
-    pass), never past the next epoch or the planned ones. Series claims: 0009, 0024."""
+    pass), never past the next epoch or the planned ones. Series claims: 0009, 0026."""
     found = []
     checked = False
     for where, run, exp in _modelled(obs):
@@ -454,7 +454,7 @@ def outside_parameter(obs: Observation) -> list[str] | None:
     parameter of the model would: AdamW decays it, times (1 - lr * weight decay) at the schedule's rate, at each
     applied update whose window's loss reached it (times 0: its gradient is 0), and at no other (skipped, or a window
     that left its gradient None: `optimizer.zero_grad()` sets it to None, where zeros would decay it too). Judged per
-    `train()` call (the parameter is not in a checkpoint: a resume starts it at 1 again). Series claim: 0019."""
+    `train()` call (the parameter is not in a checkpoint: a resume starts it at 1 again). Series claim: 0021."""
     config = obs.config
     if not config.get("outside"):
         return None
@@ -482,7 +482,7 @@ def outside_parameter(obs: Observation) -> list[str] | None:
 
 def bounded_run(obs: Observation) -> list[str]:
     """`train()` ends within a bound of reads: the passes the run needs, one more per injected skip, one spare (and
-    a wall-clock guard). Series claim: 0024 (issue 27 item 1: a `max_steps` run over sized data reads only the
+    a wall-clock guard). Series claim: 0026 (issue 27 item 1: a `max_steps` run over sized data reads only the
     passes its updates and skips need)."""
     return [
         f"{where}: {run.error} (bound {run.read_bound} samples)"
@@ -497,7 +497,7 @@ SCALE_ERROR = "gradient scaler's scale fell to 0"
 def completes(obs: Observation) -> list[str]:
     """`train()` returns normally for every configuration drawn, but for the one the contract ends with an error: a
     `max_steps` run with `count_skipped_steps=False` whose loss scale fell to 0 (every later step would be skipped,
-    and it would never end) raises a RuntimeError that says so. Series claim: 0024."""
+    and it would never end) raises a RuntimeError that says so. Series claim: 0026."""
     found = []
     for where, run in _runs(obs):
         if run.other_reading:
@@ -516,7 +516,7 @@ def completes(obs: Observation) -> list[str]:
 def reading_refused(obs: Observation) -> list[str] | None:
     """A checkpoint saved after skipped steps, resumed with the other `count_skipped_steps` (its `global_step` and
     data position mean something else there), is refused with an error that names the option, before any training.
-    Series claim: 0024."""
+    Series claim: 0026."""
     found = []
     checked = False
     for where, run in _runs(obs):
@@ -563,7 +563,7 @@ def _resumes(obs: Observation) -> list[tuple[str, Run, dict[str, Any]]]:
 
 def resume_identical(obs: Observation) -> list[str] | None:
     """Resuming from a checkpoint with the same arguments (once, or twice) ends with bit-identical weights to the run
-    that was not interrupted. Series claims: 0007 (exact next batch), 0010, 0021, 0024 (counts restored)."""
+    that was not interrupted. Series claims: 0007 (exact next batch), 0010, 0023, 0026 (counts restored)."""
     if not _same_arguments(obs) or obs.first.error_kind:
         return None
     found = []
@@ -591,7 +591,7 @@ def resume_logs(obs: Observation) -> list[str] | None:
     """After a resume with the same arguments, every training log equals the uninterrupted run's log at the same
     step, every key (`epoch` included; the first log after the resume holds only the steps since the checkpoint: its
     interval keys are not compared unless the uninterrupted run logged at the checkpoint). Series claims: 0007, 0009
-    (the epoch of a stream's later pass), 0010, 0021, 0025."""
+    (the epoch of a stream's later pass), 0010, 0023, 0027."""
     if not _same_arguments(obs) or obs.first.error_kind:
         return None
     found = []
@@ -636,8 +636,8 @@ def logged_losses(obs: Observation) -> list[str] | None:
     """Each logged `loss` is the mean of the reference losses of the windows read since the previous log (those
     whose optimizer step was skipped too: their loss was measured on the same weights) that the filter keeps (a NaN
     loss, or no target in a mean over targets, is left out), NaN when it keeps none; nothing is logged when no update
-    was applied since then. Series claims: 0006 (no leaked loss), 0024 (an interval's loss over its windows, none
-    without an update; issue 27 item 9), 0017 (a window left out, never imputed)."""
+    was applied since then. Series claims: 0006 (no leaked loss), 0026 (an interval's loss over its windows, none
+    without an update; issue 27 item 9), 0019 (a window left out, never imputed)."""
     found = []
     checked = False
     fp16 = obs.config["fp16"]
@@ -679,8 +679,8 @@ def logged_loss_floats(obs: Observation) -> list[str] | None:
     """A logged `loss` whose interval needs no filtering (every window applied, every micro-batch loss finite, each
     window with targets) is exactly, float for float, what 5.25.0 logs: the losses `training_step` returned, added
     one by one in float32 from 0 in the order read, divided by the steps of the interval. A run the filter does not
-    concern is unchanged byte for byte. Series claims: 0017 (a filtered window is taken back out; the others are
-    added as before), and every patch that touches the running loss (0005, 0006, 0016, 0024)."""
+    concern is unchanged byte for byte. Series claims: 0019 (a filtered window is taken back out; the others are
+    added as before), and every patch that touches the running loss (0005, 0006, 0018, 0026)."""
     import numpy as np
 
     found = []
@@ -717,7 +717,7 @@ def train_metrics(obs: Observation) -> list[str] | None:
     """What `train()` returns: its `global_step` is where the contract ends, `train_loss` the mean of the reference
     losses of the windows this call read that the filter keeps (NaN when it left out every one; the release's 0.0 when
     the call read none, e.g. resumed at `max_steps`), and `total_nan_inf_filtered_windows` the number of those it left
-    out (present when some were). Series claims: 0008, 0024, 0017."""
+    out (present when some were). Series claims: 0008, 0026, 0019."""
     found = []
     checked = False
     fp16 = obs.config["fp16"]
@@ -801,7 +801,7 @@ def logged_counts(obs: Observation) -> list[str] | None:
     a count equal to the step (the attempts, or with `count_skipped_steps=False` the applied ones) is left out. A run
     without a scaler logs none. After a resume with another
     batch size or accumulation the batches are not checked (a batch of another size is another unit). Series claim:
-    0025."""
+    0027."""
     found = []
     checked = False
     for where, run in _runs(obs):
@@ -845,7 +845,7 @@ def target_tokens(obs: Observation) -> list[str] | None:
     """With `include_num_target_tokens_trained`, each training log's and `train()`'s `num_target_tokens_trained` is the
     number of targets (labels other than -100, the shifted ones of a causal LM) in the windows of the updates applied
     since the start of training, those before a resume's checkpoint too (a skipped step trained nothing). Series
-    claim: 0023."""
+    claim: 0025."""
     if not obs.config.get("target_tokens"):
         return None
     found: list[str] = []
@@ -885,7 +885,7 @@ def _scale_after(obs: Observation, skips: int) -> float:
 def logged_fp16_counts(obs: Observation) -> list[str] | None:
     """Each training log says what the harness counted since the previous log of the same `train()` call: the
     skipped optimizer steps (`skipped_optimizer_steps`, present when some were skipped); and an fp16 run's `loss_scale`
-    is the scaler's scale after the skips since the start of training (halved at each). Series claims: 0021, 0018."""
+    is the scaler's scale after the skips since the start of training (halved at each). Series claims: 0023, 0020."""
     found: list[str] = []
     checked = False
     for where, run in _runs(obs):
@@ -919,7 +919,7 @@ def logged_fp16_counts(obs: Observation) -> list[str] | None:
 def logged_grad_norm(obs: Observation) -> list[str] | None:
     """Each training log's `grad_norm` is the norm of the last window's gradient before clipping (the reference's, in
     unscaled units), not finite when that window's step was skipped for inf gradients. Series claims: 0010 (the
-    fp16 step), 0016 (the window's gradient), the clipping the Trainer does before the optimizer step."""
+    fp16 step), 0018 (the window's gradient), the clipping the Trainer does before the optimizer step."""
     found: list[str] = []
     checked = False
     fp16 = obs.config["fp16"]
@@ -957,7 +957,7 @@ def progress_bar(obs: Observation) -> list[str] | None:
     """With the progress bar on, it stands at the step of `max_steps` at every step's end, both as the contract counts
     them (the steps as the drawn reading counts them; with `count_skipped_steps=False` an epoch run's total shrinks by
     one per skip, those before a resume's checkpoint too); `state.max_steps` is the same total. A run the contract
-    does not model (a resume with other arguments) is held to the bar agreeing with the state. Series claim: 0024."""
+    does not model (a resume with other arguments) is held to the bar agreeing with the state. Series claim: 0026."""
     if not obs.config.get("progress"):
         return None
     found: list[str] = []
@@ -982,7 +982,7 @@ ALL_SKIPPED = "skipped all"
 
 def all_skipped_warning(obs: Observation) -> list[str] | None:
     """With `count_skipped_steps=False`, a `train()` call that applied no update but skipped some warns that every
-    step was skipped; a call that applied one does not. Series claim: 0024."""
+    step was skipped; a call that applied one does not. Series claim: 0026."""
     if _counts_skipped(obs) or not obs.config["fp16"]:
         return None
     found: list[str] = []
@@ -1005,7 +1005,7 @@ def all_skipped_warning(obs: Observation) -> list[str] | None:
 def eval_metrics(obs: Observation) -> list[str] | None:
     """The metrics of an evaluation during training hold the evaluation's own keys (`eval_...`, and `epoch`), no
     training counter (`num_input_tokens_seen`, ...): `evaluate()` returns them, and a hyperparameter search's default
-    objective sums every key it gets. Series claim: 0020."""
+    objective sums every key it gets. Series claim: 0022."""
     found: list[str] = []
     checked = False
     for where, run in _runs(obs):

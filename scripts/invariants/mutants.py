@@ -31,7 +31,7 @@ LAYERS = "modeling_layers.py"
 MUTANTS: list[Mutant] = [
     Mutant(
         "outside-grads-zeroed-not-none",
-        "0019: a parameter outside the model trains as a model parameter: a window that does not reach it leaves its "
+        "0021: a parameter outside the model trains as a model parameter: a window that does not reach it leaves its "
         "gradient None (set_to_none), so AdamW does not decay it (issue 54 item 5: invisible while every window reached "
         "it without weight decay)",
         TRAINER,
@@ -40,7 +40,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "other-reading-resumed",
-        "0024: a checkpoint saved after skips refuses to resume with the other count_skipped_steps (issue 54 item 2: "
+        "0026: a checkpoint saved after skips refuses to resume with the other count_skipped_steps (issue 54 item 2: "
         "no resume under the other reading was drawn)",
         TRAINER,
         "if self.state.skipped_optimizer_steps and self.state.count_skipped_steps != self.args.count_skipped_steps:",
@@ -81,7 +81,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "kept-window-loss-reordered",
-        "0017: a window the filter keeps is added to the running loss as in 5.25.0, float for float (found by the "
+        "0019: a window the filter keeps is added to the running loss as in 5.25.0, float for float (found by the "
         "cold review of issue 52: a window-summed total changed the logged loss of runs without NaN)",
         TRAINER,
         "        kept_loss = torch.where((filtered > 0).any(), means.where(kept, 0.0).sum(), losses[:, 0].contiguous())\n",
@@ -96,7 +96,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skip-count-saved-unset",
-        "0021: a run without a skip saves the release's keys (skipped_optimizer_steps saved only when not 0)",
+        "0023: a run without a skip saves the release's keys (skipped_optimizer_steps saved only when not 0)",
         CALLBACK,
         'skipped_optimizer_steps: int = dataclasses.field(default=0, metadata={"saved_when_set": True})',
         "skipped_optimizer_steps: int = 0",
@@ -130,70 +130,70 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skip-not-counted",
-        "0021: every skipped optimizer step is counted",
+        "0023: every skipped optimizer step is counted",
         TRAINER,
         "                        self.state.skipped_optimizer_steps += 1\n",
         "                        pass\n",
     ),
     Mutant(
         "begin-again-after-skip",
-        "0024: with count_skipped_steps=False, a step skipped does not begin again",
+        "0026: with count_skipped_steps=False, a step skipped does not begin again",
         TRAINER,
         "if not self._consecutive_skipped_optimizer_steps:",
         "if True:",
     ),
     Mutant(
         "no-scale-zero-stop",
-        "0024: a max_steps run whose loss scale fell to 0 stops with an error instead of spinning",
+        "0026: a max_steps run whose loss scale fell to 0 stops with an error instead of spinning",
         TRAINER,
         "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() == 0:",
         "if False:",
     ),
     Mutant(
         "no-make-up-passes",
-        "0024: a max_steps run over sized data reads further windows for its skipped steps",
+        "0026: a max_steps run over sized data reads further windows for its skipped steps",
         TRAINER,
         "return math.ceil(num_windows / num_update_steps_per_epoch)",
         "return self._planned_num_train_epochs",
     ),
     Mutant(
         "epoch-run-reads-extra",
-        "0024: an epoch run reads its planned windows, one update step less per skip",
+        "0026: an epoch run reads its planned windows, one update step less per skip",
         TRAINER,
         "            self.state.max_steps -= 1\n",
         "            pass\n",
     ),
     Mutant(
         "final-save-lost-on-skip",
-        "0024: the final save happens when the last window of an epoch run is skipped",
+        "0026: the final save happens when the last window of an epoch run is skipped",
         TRAINER,
         "if self.args.save_strategy == SaveStrategy.STEPS and step and step % self.state.save_steps != 0:",
         "if False:",
     ),
     Mutant(
         "skipped-pass-logs",
-        "0024: a pass whose every step was skipped logs, evaluates and saves nothing",
+        "0026: a pass whose every step was skipped logs, evaluates and saves nothing",
         TRAINER,
         "            self.control.should_log = self.control.should_evaluate = self.control.should_save = False\n",
         "            pass\n",
     ),
     Mutant(
         "ga-not-current",
-        "0011-0014/0016: a loss the Trainer averages over a window divides by the window's own micro-batches",
+        "0011-0016/0018: a loss the Trainer averages over a window divides by the window's own micro-batches",
         TRAINER,
         "                loss = loss / self.current_gradient_accumulation_steps\n",
         "                loss = loss / self.args.gradient_accumulation_steps\n",
     ),
     Mutant(
         "processes-count-not-shared",
-        "0016: with average_tokens_across_devices, a declared head's batch is weighted by all processes' targets",
+        "0018: with average_tokens_across_devices, a declared head's batch is weighted by all processes' targets",
         TRAINER,
         "batches *= self.accelerator.num_processes // self.get_tp_size()",
         "batches *= 1",
     ),
     Mutant(
         "process-without-targets-left-out",
-        "0017: on several processes, one without targets in a window the others keep adds 0 to the logged loss (the "
+        "0019: on several processes, one without targets in a window the others keep adds 0 to the logged loss (the "
         "window is left out only when no process has a target)",
         TRAINER,
         "means = loss.where(loss.isfinite(), 0.0).sum(0) / (~loss.isnan()).sum(0).clamp(min=1)",
@@ -201,15 +201,15 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "nan-micro-batch-leaves-window-out",
-        "0017: a window with a NaN loss in one micro-batch logs the mean of its others (a mean over no labels is NaN "
-        "with a finite gradient; the cold review of 0017: a healthy run logged NaN), not NaN",
+        "0019: a window with a NaN loss in one micro-batch logs the mean of its others (a mean over no labels is NaN "
+        "with a finite gradient; the cold review of 0019: a healthy run logged NaN), not NaN",
         TRAINER,
         "                            window_kept > 0, window_sum * (len(batch_samples) / window_kept), empty\n",
         "                            (window_kept > 0) & (window_nan == 0), window_sum * len(batch_samples), empty\n",
     ),
     Mutant(
         "count-shares-window-scaled",
-        "0017: a window whose losses are shares of num_items_in_batch is kept only whole: a part of them is no mean "
+        "0019: a window whose losses are shares of num_items_in_batch is kept only whole: a part of them is no mean "
         "(the second cold review: accumulation 2 logged 6.0 for a window of per-token loss 4.0)",
         TRAINER,
         "                        if num_items_in_batch is not None:\n                            # shares of",
@@ -217,14 +217,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "kept-micro-batches-not-scaled",
-        "0017: a window's finite micro-batch losses are scaled to the whole window (the mean of those kept)",
+        "0019: a window's finite micro-batch losses are scaled to the whole window (the mean of those kept)",
         TRAINER,
         "                            window_kept > 0, window_sum * (len(batch_samples) / window_kept), empty\n",
         "                            window_kept > 0, window_sum, empty\n",
     ),
     Mutant(
         "filtered-windows-per-process",
-        "0017: a window left out counts once, not once per process (train()'s total_nan_inf_filtered_windows and the "
+        "0019: a window left out counts once, not once per process (train()'s total_nan_inf_filtered_windows and the "
         "logged mean's divisor; issue 54 item 3: the 2-process judges did not read the count)",
         TRAINER,
         "        return kept_loss, num_windows - kept.sum()\n",
@@ -232,21 +232,21 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "nan-window-kept",
-        "0017: a window whose every micro-batch loss is NaN is left out of the logged loss",
+        "0019: a window whose every micro-batch loss is NaN is left out of the logged loss",
         TRAINER,
         "        kept = loss.isfinite().any(0)\n",
         "        kept = (loss != -torch.inf).any(0)\n",
     ),
     Mutant(
         "train-loss-over-steps",
-        "0017: train_loss is the mean over the windows kept",
+        "0019: train_loss is the mean over the windows kept",
         TRAINER,
         "num_kept = num_optimizer_steps - self._total_filtered_windows",
         "num_kept = num_optimizer_steps",
     ),
     Mutant(
         "batches-seen-skips-one",
-        "0025: num_batches_seen counts every batch read",
+        "0027: num_batches_seen counts every batch read",
         TRAINER,
         "                self._num_batches_seen += 1\n",
         "                self._num_batches_seen += 1 if i else 0\n",
@@ -261,10 +261,10 @@ MUTANTS: list[Mutant] = [
     # ---- issue 47: written from the patches, their messages and the Trainer source only, without reading the
     # checker (its draws, judges or these mutants' neighbours), so that the score does not come from mutants shaped
     # after it
-    # ---- 0023 (fork): num_target_tokens_trained -------------------------------------------------------------------
+    # ---- 0025 (fork): num_target_tokens_trained -------------------------------------------------------------------
     Mutant(
         "target-tokens-counted-on-skipped-step",
-        "0023: include_num_target_tokens_trained counts the targets of the applied updates only, not of a window whose "
+        "0025: include_num_target_tokens_trained counts the targets of the applied updates only, not of a window whose "
         "optimizer step the gradient scaler skipped",
         TRAINER,
         "                    if not optimizer_step_was_skipped:\n"
@@ -275,7 +275,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "target-tokens-not-flushed-before-save",
-        "0023: a checkpoint's state holds the targets of every update it holds (also those after the last log), so a "
+        "0025: a checkpoint's state holds the targets of every update it holds (also those after the last log), so a "
         "resumed run's num_target_tokens_trained goes on exactly",
         TRAINER,
         "            # The checkpoint's state holds the targets of every update it holds, also those after the last log\n"
@@ -284,17 +284,17 @@ MUTANTS: list[Mutant] = [
         "            self._save_checkpoint(model, trial)\n",
         tree="series",
     ),
-    # ---- 0018: loss_scale ------------------------------------------------------------------------------------------
+    # ---- 0020: loss_scale ------------------------------------------------------------------------------------------
     Mutant(
         "loss-scale-logs-initial-scale",
-        "0018: each training log of an fp16 run carries loss_scale, the gradient scaler's scale when the log is "
+        "0020: each training log of an fp16 run carries loss_scale, the gradient scaler's scale when the log is "
         "written (halved after each skipped step)",
         TRAINER,
         'logs["loss_scale"] = self.accelerator.scaler.get_scale()',
         'logs["loss_scale"] = self.accelerator.scaler._init_scale',
         tree="series",
     ),
-    # ---- 0010 / 0021: skipped optimizer steps (detected / counted) -------------------------------------------------
+    # ---- 0010 / 0023: skipped optimizer steps (detected / counted) -------------------------------------------------
     Mutant(
         "fused-skip-hook-on-wrapper",
         "0010: a skipped step of an AMP-aware (fused) optimizer is detected on the Trainer side (step post-hook on the "
@@ -306,7 +306,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skipped-steps-logged-cumulative",
-        "0021: a log reports skipped_optimizer_steps as the steps skipped since the previous log",
+        "0023: a log reports skipped_optimizer_steps as the steps skipped since the previous log",
         TRAINER,
         '                logs["skipped_optimizer_steps"] = (\n'
         "                    self.state.skipped_optimizer_steps - self._skipped_optimizer_steps_last_logged\n"
@@ -314,10 +314,10 @@ MUTANTS: list[Mutant] = [
         '                logs["skipped_optimizer_steps"] = self.state.skipped_optimizer_steps\n',
         tree="series",
     ),
-    # ---- 0017: filtered windows ------------------------------------------------------------------------------------
+    # ---- 0019: filtered windows ------------------------------------------------------------------------------------
     Mutant(
         "train-loss-forgets-logged-filtered-windows",
-        "0017: train_loss is the mean over the windows logging_nan_inf_filter kept (the windows filtered in every "
+        "0019: train_loss is the mean over the windows logging_nan_inf_filter kept (the windows filtered in every "
         "logging interval are left out of the divisor)",
         TRAINER,
         "            self._total_filtered_windows += round(num_filtered)\n",
@@ -326,7 +326,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "filtered-window-running-mean-logged",
-        "0017: the running mean `_tr_loss` holds in a filtered window's place (for a subclass with a copy of 5.25.0's "
+        "0019: the running mean `_tr_loss` holds in a filtered window's place (for a subclass with a copy of 5.25.0's "
         "`_maybe_log_save_evaluate`) is taken back out of the logged loss",
         TRAINER,
         "        kept_loss = torch.where((filtered > 0).any(), means.where(kept, 0.0).sum(), losses[:, 0].contiguous())\n",
@@ -335,46 +335,46 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "filtered-total-forgets-logged-windows",
-        "0017: train()'s total_nan_inf_filtered_windows counts the windows left out in every logging interval",
+        "0019: train()'s total_nan_inf_filtered_windows counts the windows left out in every logging interval",
         TRAINER,
         "            self._total_filtered_windows += round(num_filtered)\n",
         "",
         tree="series",
     ),
-    # ---- 0011: heads with an inline loss ---------------------------------------------------------------------------
+    # ---- 0012: the Generic classifiers hand the count to their loss ------------------------------------------------
     Mutant(
         "generic-seqcls-takes-the-count",
-        "0011: GenericForSequenceClassification (Llama/Mistral/... sequence classifiers) hands the count to its "
+        "0012: GenericForSequenceClassification (Llama/Mistral/... sequence classifiers) hands the count to its "
         "loss, so a window's loss is the mean over its labels (it took none and was summed over the window)",
         LAYERS,
         "                logits=logits, labels=labels, pooled_logits=pooled_logits, config=self.config, **kwargs\n",
         "                logits=logits, labels=labels, pooled_logits=pooled_logits, config=self.config\n",
         tree="series",
     ),
-    # ---- 0012: vision heads (the search draws none: the tree's census reads every head) ---------------------------
+    # ---- 0014: vision heads (the search draws none: the tree's census reads every head) ---------------------------
     Mutant(
         "vision-head-declaration-dropped",
-        "0012: SegformerForSemanticSegmentation computes an inline mean, so it declares that it takes no count (issue "
+        "0014: SegformerForSemanticSegmentation computes an inline mean, so it declares that it takes no count (issue "
         "54 item 5: a vision head's declaration was invisible to the checker)",
         "models/segformer/modeling_segformer.py",
         "class SegformerForSemanticSegmentation(SegformerPreTrainedModel):\n    accepts_loss_kwargs = False\n",
         "class SegformerForSemanticSegmentation(SegformerPreTrainedModel):\n",
         tree="upstream",
     ),
-    # ---- 0016: token-weighted mean ---------------------------------------------------------------------------------
+    # ---- 0018: token-weighted mean ---------------------------------------------------------------------------------
     Mutant(
         "token-weight-keeps-nan-of-empty-batch",
-        "0016: under the token-weighted mean a micro-batch without targets (its mean is 0/0) adds 0 to the window's "
+        "0018: under the token-weighted mean a micro-batch without targets (its mean is 0/0) adds 0 to the window's "
         "loss and gradient",
         TRAINER,
         "loss = torch.where(num_targets > 0, loss, 0) * weight.to(loss.dtype)",
         "loss = loss * weight.to(loss.dtype)",
         tree="series",
     ),
-    # ---- 0024 (fork): count_skipped_steps=False --------------------------------------------------------------------
+    # ---- 0026 (fork): count_skipped_steps=False --------------------------------------------------------------------
     Mutant(
         "scale-collapse-raised-too-early",
-        "0024: with count_skipped_steps=False a max_steps run raises once the gradient scaler's scale fell to 0 "
+        "0026: with count_skipped_steps=False a max_steps run raises once the gradient scaler's scale fell to 0 "
         "(not before: a small but positive scale can still apply updates)",
         TRAINER,
         "if self.args.max_steps > 0 and scaler is not None and scaler.get_scale() == 0:",
@@ -383,7 +383,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "all-skipped-epoch-run-only-info",
-        "0024: with count_skipped_steps=False an epoch-based run whose every optimizer step was skipped warns",
+        "0026: with count_skipped_steps=False an epoch-based run whose every optimizer step was skipped warns",
         TRAINER,
         '            logger.warning(\n                f"The gradient scaler skipped all {num_skipped} optimizer steps',
         '            logger.info(\n                f"The gradient scaler skipped all {num_skipped} optimizer steps',
@@ -391,7 +391,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "step-begins-again-after-skip",
-        "0024: with count_skipped_steps=False a skipped step goes on with the next window without another "
+        "0026: with count_skipped_steps=False a skipped step goes on with the next window without another "
         "on_step_begin, so a save (control.should_save) a callback asked for during it happens at the next update",
         TRAINER,
         "                    # A step whose optimizer step was skipped goes on with this window: it does not begin again\n"
@@ -402,7 +402,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "progress-bar-counts-attempts",
-        "0024: the progress bar (ProgressCallback) advances by global_step as count_skipped_steps counts it",
+        "0026: the progress bar (ProgressCallback) advances by global_step as count_skipped_steps counts it",
         CALLBACK,
         "            self.training_bar.update(state.global_step - self.current_step)\n"
         "            self.current_step = state.global_step\n",
@@ -441,20 +441,20 @@ MUTANTS: list[Mutant] = [
         "                    self._train_dataloader_batches_per_pass = step + 1\n",
         tree="series",
     ),
-    # ---- 0019: parameters outside the model ------------------------------------------------------------------------
+    # ---- 0021: parameters outside the model ------------------------------------------------------------------------
     Mutant(
         "outside-grads-kept-after-skip",
-        "0019: the gradients of optimizer parameters outside the model are reset after every optimizer step, also "
+        "0021: the gradients of optimizer parameters outside the model are reset after every optimizer step, also "
         "one the gradient scaler skipped (an inf gradient left there skips every later step)",
         TRAINER,
         "                            self.lr_scheduler.step()\n\n                    self.optimizer.zero_grad()\n",
         "                            self.lr_scheduler.step()\n                        self.optimizer.zero_grad()\n",
         tree="series",
     ),
-    # ---- 0020: counters out of evaluate()'s metrics ----------------------------------------------------------------
+    # ---- 0022: counters out of evaluate()'s metrics ----------------------------------------------------------------
     Mutant(
         "counters-dropped-before-log",
-        "0020: with include_num_input_tokens_seen, evaluate() takes the training token count that log() wrote into its "
+        "0022: with include_num_input_tokens_seen, evaluate() takes the training token count that log() wrote into its "
         "metrics back out, so they hold no num_input_tokens_seen",
         TRAINER,
         "        self.log(output.metrics)\n"
@@ -519,14 +519,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "warns-on-any-skip",
-        "0024: with count_skipped_steps=False only a train() call that applied no update warns that every step was skipped",
+        "0026: with count_skipped_steps=False only a train() call that applied no update warns that every step was skipped",
         TRAINER,
         "if not self.args.count_skipped_steps and not num_steps_trained and num_skipped:",
         "if not self.args.count_skipped_steps and num_skipped:",
     ),
     Mutant(
         "progress-total-stale",
-        "0024: with count_skipped_steps=False the progress bar's total follows max_steps, which an epoch run lowers per skip",
+        "0026: with count_skipped_steps=False the progress bar's total follows max_steps, which an epoch run lowers per skip",
         CALLBACK,
         "            self.training_bar.total = state.max_steps\n            self.training_bar.update(",
         "            self.training_bar.update(",

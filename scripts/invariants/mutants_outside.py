@@ -98,7 +98,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-loss-scale-only-after-skip",
-        "0018: every training log of an fp16 scaler run carries loss_scale",
+        "0020: every training log of an fp16 scaler run carries loss_scale",
         TRAINER,
         "            if self.accelerator.scaler is not None and self.accelerator.scaler.is_enabled():\n                # The scale the fp16",
         "            if self.accelerator.scaler is not None and self.state.skipped_optimizer_steps > self._skipped_optimizer_steps_last_logged:\n                # The scale the fp16",
@@ -106,7 +106,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-loss-scale-added-in-log",
-        "0018: evaluation logs/metrics and train() metrics do not get loss_scale",
+        "0020: evaluation logs/metrics and train() metrics do not get loss_scale",
         TRAINER,
         '        output = {**logs, "step": self.state.global_step}\n',
         '        if self.accelerator.scaler is not None and self.accelerator.scaler.is_enabled():\n            logs["loss_scale"] = self.accelerator.scaler.get_scale()\n        output = {**logs, "step": self.state.global_step}\n',
@@ -114,7 +114,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-outside-grads-not-reset-per-step",
-        "0019: optimizer params outside the model train on each window's own gradient (fp32) and an inf does not persist (fp16)",
+        "0021: optimizer params outside the model train on each window's own gradient (fp32) and an inf does not persist (fp16)",
         TRAINER,
         "                    self.optimizer.zero_grad()\n                    model.zero_grad()\n                    # With `count_skipped_steps=False`",
         "                    model.zero_grad()\n                    # With `count_skipped_steps=False`",
@@ -122,7 +122,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-train-start-window-left-open",
-        "0019: a train() after a run stopped inside a window starts without that window's gradient",
+        "0021: a train() after a run stopped inside a window starts without that window's gradient",
         TRAINER,
         "        self.accelerator.gradient_state._set_sync_gradients(True)\n        self.optimizer.zero_grad()\n        model.zero_grad()\n",
         "        self.optimizer.zero_grad()\n        model.zero_grad()\n",
@@ -130,7 +130,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-eval-pop-before-log",
-        "0020: evaluate()'s metrics hold no num_input_tokens_seen",
+        "0022: evaluate()'s metrics hold no num_input_tokens_seen",
         TRAINER,
         '        self.log(output.metrics)\n        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count to the dict: its log entry keeps it, the evaluation\'s metrics do not\n            output.metrics.pop("num_input_tokens_seen", None)\n',
         '        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count to the dict: its log entry keeps it, the evaluation\'s metrics do not\n            output.metrics.pop("num_input_tokens_seen", None)\n        self.log(output.metrics)\n',
@@ -138,7 +138,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-eval-pop-all-mode-only",
-        "0020: evaluate()'s metrics hold no token count with any token-tracking mode (non_padding too)",
+        "0022: evaluate()'s metrics hold no token count with any token-tracking mode (non_padding too)",
         TRAINER,
         '        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count',
         '        if self.args.include_num_input_tokens_seen == "all":\n            # `log` added the training token count',
@@ -146,7 +146,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-target-tokens-count-skipped-windows",
-        "0023: num_target_tokens_trained counts the targets of applied updates only",
+        "0025: num_target_tokens_trained counts the targets of applied updates only",
         TRAINER,
         "                    if not optimizer_step_was_skipped:\n                        self._track_num_target_tokens(batch_samples)\n",
         "                    self._track_num_target_tokens(batch_samples)\n                    if not optimizer_step_was_skipped:\n",
@@ -154,7 +154,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-target-tokens-not-stored-before-save",
-        "0023: a checkpoint holds the targets of every update before it; a resumed run goes on exactly",
+        "0025: a checkpoint holds the targets of every update before it; a resumed run goes on exactly",
         TRAINER,
         "            # The checkpoint's state holds the targets of every update it holds, also those after the last log\n            self._store_num_target_tokens_trained()\n",
         "",
@@ -162,7 +162,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-extra-passes-floored",
-        "0024: with count_skipped_steps=False a max_steps run reads further windows to make up skips (max_steps updates)",
+        "0026: with count_skipped_steps=False a max_steps run reads further windows to make up skips (max_steps updates)",
         TRAINER,
         "        return math.ceil(num_windows / num_update_steps_per_epoch)\n",
         "        return num_windows // num_update_steps_per_epoch\n",
@@ -170,7 +170,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-extra-pass-fires-epoch-begin",
-        "0024: a make-up pass begins no unplanned epoch (on_epoch_begin once)",
+        "0026: a make-up pass begins no unplanned epoch (on_epoch_begin once)",
         TRAINER,
         "            if epoch < self._planned_num_train_epochs:\n                # a further pass goes on",
         "            if epoch < num_passes:\n                # a further pass goes on",
@@ -178,7 +178,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-epoch-not-capped-at-planned",
-        "0024: epoch stays at its planned end during a make-up pass (1.0, not 1.1667)",
+        "0026: epoch stays at its planned end during a make-up pass (1.0, not 1.1667)",
         TRAINER,
         "                    self.state.epoch = min(\n                        epoch + min((step + 1) / batches_per_pass, 1.0), self._planned_num_train_epochs\n                    )\n",
         "                    self.state.epoch = epoch + min((step + 1) / batches_per_pass, 1.0)\n",
@@ -186,7 +186,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-logged-loss-skips-since-start",
-        "0024: the logged loss averages over the interval's optimizer steps, skipped ones included",
+        "0026: the logged loss averages over the interval's optimizer steps, skipped ones included",
         TRAINER,
         "        return num_steps + self.state.skipped_optimizer_steps - self._skipped_optimizer_steps_last_logged\n",
         "        return num_steps + self.state.skipped_optimizer_steps\n",
@@ -194,7 +194,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-steps-applied-from-global-step",
-        "0025: num_optimizer_steps_applied counts applied updates (either meaning of a step)",
+        "0027: num_optimizer_steps_applied counts applied updates (either meaning of a step)",
         TRAINER,
         '            "num_optimizer_steps_applied": num_attempted - self.state.skipped_optimizer_steps,\n',
         '            "num_optimizer_steps_applied": self.state.global_step - self.state.skipped_optimizer_steps,\n',
@@ -202,7 +202,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-step-counts-only-after-skip",
-        "0025: every log of a scaler run carries the counts that differ from step (short windows, GA>1 too)",
+        "0027: every log of a scaler run carries the counts that differ from step (short windows, GA>1 too)",
         TRAINER,
         "        if self.accelerator.scaler is None or self._num_batches_seen is None:\n            return {}\n        num_attempted",
         "        if self.accelerator.scaler is None or self._num_batches_seen is None or not self.state.skipped_optimizer_steps:"

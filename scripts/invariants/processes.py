@@ -71,7 +71,7 @@ def configs(seed: int, count: int) -> list[dict[str, Any]]:
     out = []
     for i in range(count):
         model = MODELS[(i + seed + i // 6) % len(MODELS)]  # shifted each round: the one displaced below comes back
-        if i % 6 == 3:  # a window without targets on both: a model whose loss is a mean over them (0017 leaves it out)
+        if i % 6 == 3:  # a window without targets on both: a model whose loss is a mean over them (0019 leaves it out)
             model = OVER_TARGETS[(i // 6 + seed) % len(OVER_TARGETS)]
         seq_len = rng.randint(2, 4)
         batch_size, ga, windows = rng.randint(1, 2), rng.randint(1, 3), rng.randint(1, 3)
@@ -304,7 +304,7 @@ def judge(config: dict[str, Any], record: dict[Any, Any]) -> tuple[dict[str, lis
             broken.setdefault("processes-window-content", []).append(found)
             break
         grad, loss = _objective(config, parts)
-        # a mean over targets leaves a window out of the log when no process has a target in it (0017)
+        # a mean over targets leaves a window out of the log when no process has a target in it (0019)
         losses.append(None if parts[0]["over_targets"] and not sum(p["targets"] for p in parts) else loss)
         loss_terms.append(sum(p["loss_terms"] for p in parts) / len(parts))
         # the update: none where the gradient is inf (the scaler skips the window on every process), else SGD's at
@@ -343,7 +343,7 @@ def judge(config: dict[str, Any], record: dict[Any, Any]) -> tuple[dict[str, lis
                 f"step {step}: logged loss {logged}, the objective's {loss:.6g} "
                 f"(the mean of the {len(kept)} window(s) kept of steps {step - config['logging'] + 1}-{step})"
             )
-    # train()'s train_loss: the mean of the objectives of every window kept, NaN when none is (0017)
+    # train()'s train_loss: the mean of the objectives of every window kept, NaN when none is (0019)
     if "train_loss" in ranks[0] and len(losses) == config["windows"]:
         checked.add("processes-train-loss")
         kept = [x for x in losses if x is not None]
@@ -358,7 +358,7 @@ def judge(config: dict[str, Any], record: dict[Any, Any]) -> tuple[dict[str, lis
                 f"train_loss {got}, the objective's {want:.6g} (the mean of the {len(kept)} window(s) kept of "
                 f"{len(losses)})"
             )
-        # and the windows it left out, counted once however many processes hold them (0017; absent when none)
+        # and the windows it left out, counted once however many processes hold them (0019; absent when none)
         left_out = len(losses) - len(kept)
         for rank, part in enumerate(ranks):
             if part.get("filtered") != (left_out or None):

@@ -18,7 +18,7 @@ from .models import IGNORE, REGRESSIONS
 # BertForTokenClassification; compiled or behind a delegating wrapper too, through which the declaration reaches the
 # Trainer). Any other module keeps the release's rule: its micro-batch losses are averaged over the window (a custom
 # one without `**kwargs`, and the sequence classifiers, whose heads declare no such mean).
-# (`llama_cls`, GenericForSequenceClassification, hands the count to its loss since 0011: a mean over the window's
+# (`llama_cls`, GenericForSequenceClassification, hands the count to its loss since 0012: a mean over the window's
 # labels, one a sample)
 PER_MICRO_BATCH = ("reg_nokw", "reg_sample", "bert_cls")
 

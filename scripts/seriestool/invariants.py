@@ -81,7 +81,7 @@ def parse_replay(text: str | None) -> JSON | None:
 
 
 def _span(names: Sequence[str], order: Sequence[str]) -> str:
-    """Patches by number: `0001-0020` for a run of the series' order, else each (`0003, 0007`)."""
+    """Patches by number: `0001-0022` for a run of the series' order, else each (`0003, 0007`)."""
     numbers = [name[:4] for name in names]
     if not numbers:
         return "none"
@@ -150,7 +150,7 @@ def tree_paths(ctx: Context, target: Target, trees: Sequence[Tree]) -> tuple[dic
     return paths, release
 
 
-# The series' census of the heads the Trainer hands the token count (0015): the worker runs each tree's own copy
+# The series' census of the heads the Trainer hands the token count (0017): the worker runs each tree's own copy
 CENSUS = "utils/check_loss_kwargs_declarations.py"
 
 

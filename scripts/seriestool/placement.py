@@ -95,7 +95,7 @@ def declared_backport(target: Target, version: str | None, name: str) -> str | N
 
 
 def blocked_text(blockers: list[str], statuses: Mapping[str, str]) -> str:
-    """`blocked by 0013 (conflict)`: how every command names a blocked patch's status (`blockers` from
+    """`blocked by 0015 (conflict)`: how every command names a blocked patch's status (`blockers` from
     `blocked_by`)."""
     return f"blocked by {', '.join(dep[:4] for dep in blockers)} ({statuses.get(blockers[0], BaseStatus.CONFLICT)})"
 

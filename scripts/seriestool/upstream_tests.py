@@ -359,7 +359,7 @@ def _counts(state: UpstreamRun) -> str:
 
 
 def _declared_names(changes: Iterable[DeclaredChange]) -> list[str]:
-    """`test_name by 0014` for each declaration (once, though it covers several parametrized cases)."""
+    """`test_name by 0016` for each declaration (once, though it covers several parametrized cases)."""
     names: list[str] = []
     for change in changes:
         name = f"{change.test.rsplit('::', 1)[-1]} by {change.patch[:4]}"
@@ -369,7 +369,7 @@ def _declared_names(changes: Iterable[DeclaredChange]) -> list[str]:
 
 
 def verdict(result: UpstreamTestsResult) -> str:
-    """The verdict of the summary line: `no regression`, `no undeclared regression (1 declared: test_x by 0014)`
+    """The verdict of the summary line: `no regression`, `no undeclared regression (1 declared: test_x by 0016)`
     or `FAIL (...)`."""
     names = _declared_names(result.declared)
     declared = f"{len(names)} declared: {', '.join(names)}" if names else ""

@@ -113,7 +113,7 @@ class _Series:
             trees[companion.name] = f"a{index}"
             self.points.append(Point(len(self.points), f"accelerate {patch[:4]}", patch, companion.name, dict(trees)))
 
-        # the census (0015's check) arrives with the third patch: each tree id's commit, and a repository that shows it
+        # the census (0017's check) arrives with the third patch: each tree id's commit, and a repository that shows it
         self.base_trees = {target.name: "t0"}
         commits = {f"t{i}": f"c{i}" for i in range(len(target.patches) + 1)}
         self.repos = {target.name: (_CensusRepo(), commits)}
@@ -433,7 +433,7 @@ SERIES_SOURCE = RELEASE_SOURCE + f"    {declared.LOGGED_COUNTS} = 0\n    '''{dec
 def test_a_tree_without_the_counts_logs_none_for_any_configuration(config, label):
     # keyed on what the tree's source holds, whatever its label: `--tree path:` of the release is the release
     reason = declared.find("logged-counts", label, config, source=RELEASE_SOURCE)
-    assert reason == "a tree without 0025 (the release) logs no step or batch counts"
+    assert reason == "a tree without 0027 (the release) logs no step or batch counts"
     assert declared.find("logged-counts", label, config, source=SERIES_SOURCE) is None
 
 
@@ -725,7 +725,7 @@ def test_each_mutant_runs_on_its_own_tree_and_must_fit_it_before_any_runs(monkey
     assert ran["mutant:on-upstream"] == ("upstream", "a = 1\nb = 2\n", "loss = x\ntwice = 1\ntwice = 1\n")
     rows = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))["mutants"]
     assert [(r["mutant"], r["tree"]) for r in rows] == [("on-series", "series"), ("on-upstream", "upstream")]
-    # a mutant that does not fit its tree (0024's text is not in the upstream tier) stops the run before any runs
+    # a mutant that does not fit its tree (0026's text is not in the upstream tier) stops the run before any runs
     ran.clear()
     chosen[1] = Mutant("fork-on-upstream", "c", "trainer.py", "fork = 1", "fork = 0", tree="upstream")
     with pytest.raises(SeriesError, match="mutant fork-on-upstream: the text it changes occurs 0 times .* upstream"):

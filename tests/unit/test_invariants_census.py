@@ -1,4 +1,4 @@
-"""scripts/invariants/census.py: the tree's census (0015's repository check) run and read, on stand-in scripts that
+"""scripts/invariants/census.py: the tree's census (0017's repository check) run and read, on stand-in scripts that
 print what the check prints."""
 
 import textwrap

@@ -254,7 +254,7 @@ def _summed(values):
     [
         # 5.25.0's float: each micro-batch's loss added in float32 in the order read, over the interval's 2 steps
         (_summed([2.95, 4.71, 4.17, 0.51, 4.36, 0.65, 3.78, 1.29]) / 2, False),
-        # the same losses summed per window first (what 0017 did before the cold review): another float
+        # the same losses summed per window first (what 0019 did before the cold review): another float
         (
             float(np.float32(_summed([2.95, 4.71, 4.17, 0.51])) + np.float32(_summed([4.36, 0.65, 3.78, 1.29]))) / 2,
             True,

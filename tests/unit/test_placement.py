@@ -559,9 +559,9 @@ def test_blocked_by(depends, statuses, blockers):
 
 
 def test_blocked_text():
-    assert placement.blocked_text(["0013-x.patch"], {"0013-x.patch": X}) == "blocked by 0013 (conflict)"
-    assert placement.blocked_text(["0013-x.patch", "0014-y.patch"], {}) == "blocked by 0013, 0014 (conflict)"
-    assert placement.blocked_text(["0014-y.patch"], {"0014-y.patch": B}) == "blocked by 0014 (blocked)"
+    assert placement.blocked_text(["0015-x.patch"], {"0015-x.patch": X}) == "blocked by 0015 (conflict)"
+    assert placement.blocked_text(["0015-x.patch", "0016-y.patch"], {}) == "blocked by 0015, 0016 (conflict)"
+    assert placement.blocked_text(["0016-y.patch"], {"0016-y.patch": B}) == "blocked by 0016 (blocked)"
 
 
 def _place_after(placing, patches, first_status, tmp_path, in_base=False):

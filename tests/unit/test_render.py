@@ -567,8 +567,8 @@ def _upstream_part(**fields):
 
 
 def test_junit_of_upstream_tests_declared_undeclared_and_stale(tmp_path):
-    declared = DeclaredChange("0014-nan.patch", NAN, NAN_ID, "logging 0.0 hides a destroyed model", "passed", "failed")
-    stale = DeclaredChange("0015-x.patch", "tests/a.py::T::t", "tests.a.T::t", "r", "passed", "passed", "it passes")
+    declared = DeclaredChange("0016-nan.patch", NAN, NAN_ID, "logging 0.0 hides a destroyed model", "passed", "failed")
+    stale = DeclaredChange("0017-x.patch", "tests/a.py::T::t", "tests.a.T::t", "r", "passed", "passed", "it passes")
     part = _upstream_part(
         declared=[declared], stale=[stale], regressions=[Regression("t::b", "passed", "error", "s.log")], ok=False
     )
@@ -588,10 +588,10 @@ def test_junit_of_upstream_tests_declared_undeclared_and_stale(tmp_path):
     assert cases["t::b"].find("failure").get("message") == "regression: passed on the base, error with the series"
     assert cases[NAN_ID].find("failure") is None  # declared: it passes, and says who declares it and why
     assert cases[NAN_ID].find("system-out").text == (
-        "declared by 0014-nan.patch (passed on the base, failed with the series): logging 0.0 hides a destroyed model"
+        "declared by 0016-nan.patch (passed on the base, failed with the series): logging 0.0 hides a destroyed model"
     )
     failure = cases[f"stale declaration {stale.test}"].find("failure")
-    assert failure.get("message") == "stale declaration by 0015-x.patch: it passes"
+    assert failure.get("message") == "stale declaration by 0017-x.patch: it passes"
     assert failure.text == "passed on the base, passed with the series; reason given: r"
     # A run that cannot be judged fails the `runs` case.
     render.write_junit(path, [], 1.5, [_upstream_part(problems=["no upstream test passed on the base"], ok=False)])
@@ -603,21 +603,21 @@ def test_junit_of_upstream_tests_declared_undeclared_and_stale(tmp_path):
 
 def test_markdown_of_declared_and_stale_declarations():
     part = _upstream_part().to_json()
-    declared = {"patch": "0014-nan.patch", "test": NAN, "id": NAN_ID, "reason": "r", "base": "passed"}
+    declared = {"patch": "0016-nan.patch", "test": NAN, "id": NAN_ID, "reason": "r", "base": "passed"}
     declared.update(series="failed", why="")
     text = render.markdown(_report([], upstream_tests=[dict(part, declared=[declared])]))
     assert (
         "**Upstream tests of fake** (1 file(s) from `path:x`): no undeclared regression (1 declared: "
-        "test_logging_inf_nan_filter by 0014)" in text
+        "test_logging_inf_nan_filter by 0016)" in text
     )
     assert (
-        f"- declared by `0014` `{NAN_ID}`: passed on the base, failed with the series; its pull request updates the "
+        f"- declared by `0016` `{NAN_ID}`: passed on the base, failed with the series; its pull request updates the "
         "test: r\n" in text
     )
-    stale = dict(declared, patch="0015-x.patch", series="passed", why="it passes with the series")
+    stale = dict(declared, patch="0017-x.patch", series="passed", why="it passes with the series")
     text = render.markdown(_report([], upstream_tests=[dict(part, ok=False, stale=[stale])]))
     assert "(1 file(s) from `path:x`): **0 regression(s)**, **1 stale declaration(s)**" in text
-    assert f"- **stale declaration** by `0015` of `{NAN}`: it passes with the series\n" in text
+    assert f"- **stale declaration** by `0017` of `{NAN}`: it passes with the series\n" in text
 
 
 def test_markdown_of_a_run_on_a_moved_base_says_first_which_commit_it_judged():

@@ -575,7 +575,7 @@ def test_a_chain_moves_each_file_as_the_last_commit_has_it(tmp_path):
 
 def test_a_patch_s_change_to_a_dependency_s_test_file_is_made_to_its_moved_code(tmp_path):
     """Before: `homes` moved only a patch's new files, so the diff of a patch that also changes a test file of a
-    patch it depends on (0017 changes 0005's) left that change out of upstream's tree."""
+    patch it depends on (0019 changes 0005's) left that change out of upstream's tree."""
     first = "def expected():\n    return 1\n\n\ndef test_first():\n    assert expected() == 1\n"
     change = (
         "diff --git a/tests/new/test_a.py b/tests/new/test_a.py\n"

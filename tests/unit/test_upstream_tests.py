@@ -219,7 +219,7 @@ def test_the_state_of_a_run_and_the_json():
 
 # -- declared changes ([targets.<target>.upstream_tests_changed]) ----------------------------------------------
 
-P14, P15 = "0014-log-nan.patch", "0015-other.patch"
+P14, P15 = "0016-log-nan.patch", "0017-other.patch"
 NAN = "tests/trainer/test_trainer.py::TrainerLoggingTest::test_logging_inf_nan_filter"
 NAN_ID = "tests.trainer.test_trainer.TrainerLoggingTest::test_logging_inf_nan_filter"
 
@@ -310,9 +310,9 @@ def test_what_verify_prints_about_declared_and_stale_declarations(tmp_path):
     result = _declared_result(tmp_path, declared=[declared])
     printed = upstream_tests.lines(result)
     assert printed[2:] == [
-        f"  declared by 0014: {NAN_ID}: passed on the base,",
+        f"  declared by 0016: {NAN_ID}: passed on the base,",
         "      failed with the series (its pull request updates the test: logging 0.0 hides a destroyed model)",
-        "transformers upstream tests: no undeclared regression (1 declared: test_logging_inf_nan_filter by 0014)",
+        "transformers upstream tests: no undeclared regression (1 declared: test_logging_inf_nan_filter by 0016)",
     ]
     stale = DeclaredChange(P15, "tests/trainer/test_trainer.py::T::test_b", "x", "r2", "passed", "passed")
     stale.why = "it passes with the series"
@@ -325,19 +325,19 @@ def test_what_verify_prints_about_declared_and_stale_declarations(tmp_path):
     )
     printed = upstream_tests.lines(result)
     assert printed[-4:] == [
-        "  STALE DECLARATION tests/trainer/test_trainer.py::T::test_b by 0015: it passes with the series "
+        "  STALE DECLARATION tests/trainer/test_trainer.py::T::test_b by 0017: it passes with the series "
         "(passed on the base,",
         "      passed with the series); remove it from [targets.transformers.upstream_tests_changed] or correct it "
         "(reason given:",
         "      r2)",
         "transformers upstream tests: FAIL (1 regression(s), 1 stale declaration(s); 1 declared: "
-        "test_logging_inf_nan_filter by 0014)",
+        "test_logging_inf_nan_filter by 0016)",
     ]
     assert "  REGRESSION t::c: passed on the base, failed with the series (log None)" in printed
     # One test's parametrized cases are one declaration on the summary line.
     cases = [DeclaredChange(P14, "t.py::test_x", f"t::test_x[{n}]", "r", "passed", "failed") for n in (1, 2)]
     result = _declared_result(tmp_path, declared=cases)
-    assert upstream_tests.verdict(result) == "no undeclared regression (1 declared: test_x by 0014)"
+    assert upstream_tests.verdict(result) == "no undeclared regression (1 declared: test_x by 0016)"
     assert upstream_tests.verdict(_declared_result(tmp_path)) == "no regression"
     assert upstream_tests.verdict(_declared_result(tmp_path, ok=False, problems=["p"])) == "FAIL (0 regression(s))"
 
