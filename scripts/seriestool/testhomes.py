@@ -53,7 +53,6 @@ class Moved:
     helpers: list[str] = field(default_factory=list)  # the module-level helpers appended
     kept: list[str] = field(default_factory=list)  # helpers the home file already defines the same way
     renamed: dict[str, str] = field(default_factory=dict)  # helpers the home defines differently -> their new names
-    main_kept: bool = False  # both have an `if __name__ == "__main__":` block: the home's is kept
     shadowed: list[str] = field(default_factory=list)  # names the new file imports and the home binds otherwise
     first_line: int = 1  # the first line of what it appended (1-based)
     imports: list[str] = field(default_factory=list)  # the import lines added
@@ -631,9 +630,14 @@ def move(
             continue
         if _is_main(node):  # a script's entry point (a multi-process test runs its file): one per file
             main = next((n for n in home_tree.body if _is_main(n)), None)
-            if main is not None:
-                moved.main_kept = ast.dump(main) != ast.dump(node)
-            else:
+            if main is not None and ast.dump(main) != ast.dump(node):
+                # the home's block would run for the moved tests too (a branch holding two such files ran one
+                # scenario for both: a cold review found the second's 2-process test red on its branch)
+                raise SeriesError(
+                    f'{home} already has an `if __name__ == "__main__":` block that runs something else, which the '
+                    f"tests of {source} would run instead of theirs: give {source} a home of its own"
+                )
+            if main is None:
                 body.append(_source(new_lines, node))
                 moved.helpers.append("__main__")
             continue

@@ -161,12 +161,17 @@ def test_main_block_kept_once():
         home="h.py",
         source="n.py",
     )
-    assert again.count("__main__") == 1 and not moved.main_kept  # the same block
+    assert again.count("__main__") == 1  # the same block
     # the same helpers are not repeated
     assert moved.kept == ["STEPS", "RegressionModel", "make_rows"] and moved.helpers == []
+    # another block: the home's would run for the moved tests too (their 2-process test ran the other scenario)
     other = new.replace("    make_rows()\n", "    print(make_rows())\n").replace("class MovedTest", "class Y")
-    again, moved = testhomes.move(merged, other.replace("OtherMovedTest", "Z"), home="h.py", source="n.py")
-    assert again.count("__main__") == 1 and moved.main_kept
+    with pytest.raises(SeriesError, match="give n.py a home of its own"):
+        testhomes.move(merged, other.replace("OtherMovedTest", "Z"), home="h.py", source="n.py")
+    # a helper the block runs that the home defines differently is renamed, so the blocks differ too
+    renamed = new.replace('return [json.dumps({"a": os.sep})]', "return []").replace("class MovedTest", "class W")
+    with pytest.raises(SeriesError, match="give n.py a home of its own"):
+        testhomes.move(merged, renamed.replace("OtherMovedTest", "V"), home="h.py", source="n.py")
 
 
 def test_a_helper_defined_differently_is_renamed_where_it_is_used():

@@ -100,10 +100,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ctx.out(
                 f"  warning: the home binds {names} to something else than the new file imports: check the moved tests"
             )
-        if move.main_kept:
-            ctx.out(
-                '  warning: both have an `if __name__ == "__main__":` block; the home\'s is kept: merge them by hand'
-            )
     if found.changes:
         ctx.out(
             f"{name[:4]} also changes {', '.join(found.changes)} of the patches it depends on: the diff makes "
