@@ -138,3 +138,18 @@ def test_pr_names_the_patch_that_makes_a_plain_field_load_in_the_release(tmp_pat
     assert "With the pull request of 0001-load merged first, they load there" in text
     target.saved_state.pop("loaded_by")
     assert "merged first" not in " ".join(pr.saved_state_lines(target, "0002-field.patch"))
+
+
+def test_pr_diffstat_says_whether_a_moved_test_file_joins_an_upstream_file_or_is_new():
+    """Before: every moved test file was "appended on the branch", also a 2-process test whose home upstream does not
+    have, which the branch creates (cold reviews of 0011-0016: the notes did not match the branch)."""
+    from seriestool.commands import pr
+
+    new_file = "diff --git a/{0} b/{0}\nnew file mode 100644\n--- /dev/null\n+++ b/{0}\n@@ -0,0 +1 @@\n+x = 1\n"
+    text = new_file.format("tests/t/test_a.py") + new_file.format("tests/t/test_b_processes.py")
+    patch = patchfile.PatchFile("s", "a", "", patchfile.parse_diff(text.splitlines()))
+    moved = {"tests/t/test_a.py": "tests/t/test_topic.py", "tests/t/test_b_processes.py": "tests/t/dist/test_b.py"}
+    rows = pr.diffstat(patch, moved, existing=["tests/t/test_topic.py"])
+    assert rows[0].startswith("tests/t/test_topic.py (its tests, appended on the branch)")
+    assert rows[1].startswith("tests/t/dist/test_b.py (its tests, a new file on the branch)")
+    assert all("appended" in row for row in pr.diffstat(patch, moved))

@@ -16,7 +16,7 @@ import argparse
 import re
 import shlex
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +137,16 @@ def behaviour_change(body: str) -> list[str]:
     return [block for block in paragraphs(body) if block.startswith(("Behaviour change:", "Behavior change:"))]
 
 
-def diffstat(patch: PatchFile, moved: dict[str, str] | None = None, makefile: int = 0, ci_steps: int = 0) -> list[str]:
+def diffstat(
+    patch: PatchFile,
+    moved: dict[str, str] | None = None,
+    makefile: int = 0,
+    ci_steps: int = 0,
+    existing: Collection[str] | None = None,
+) -> list[str]:
     """One line per file: path (new/deleted), lines added and removed; a new test file `branches` moves into an
-    upstream topic file (`moved`: path -> home) is named as the branch holds it; `makefile`: the lines of its
+    upstream topic file (`moved`: path -> home) is named as the branch holds it: appended to a home upstream has
+    (`existing`, the target's `upstream_tests`; None: every home), else a new file there; `makefile`: the lines of its
     repository checks the pull request adds to upstream's Makefile, `ci_steps` those it adds to its CI config, which
     the patch file cannot carry."""
     rows = []
@@ -148,7 +155,9 @@ def diffstat(patch: PatchFile, moved: dict[str, str] | None = None, makefile: in
         removed = sum(1 for h in diff.hunks for line in h.lines if line.startswith("-"))
         state = {"A": " (new)", "D": " (deleted)"}.get(diff.status, "")
         if moved and diff.path in moved:
-            rows.append((f"{moved[diff.path]} (its tests, appended on the branch)", f"+{added} -{removed}"))
+            home = moved[diff.path]
+            where = "appended on the branch" if existing is None or home in existing else "a new file on the branch"
+            rows.append((f"{home} (its tests, {where})", f"+{added} -{removed}"))
             continue
         rows.append((f"{diff.path}{state}", f"+{added} -{removed}"))
     if makefile:
@@ -686,7 +695,8 @@ def render(ctx: Context, target: Target, name: str) -> str:
         1 for _, done in repo_checks_done(ctx, target, name)[1] if not (done.get("ci") or {}).get("present")
     )
     notes.add(
-        "What the pull request changes (lines added and removed per file)", diffstat(patch, moved, makefile, ci_steps)
+        "What the pull request changes (lines added and removed per file)",
+        diffstat(patch, moved, makefile, ci_steps, existing=target.upstream_tests),
     )
     shown = measured(body) + behaviour_change(body)
     notes.add("The before/after its commit message measured", _blocks(measured(body)))
@@ -747,8 +757,8 @@ def render(ctx: Context, target: Target, name: str) -> str:
     elif issue:
         facts.append(f"it answers {issue}: the item on a GitHub issue or forum thread")
     if tests:
-        homes_of = sorted(set(moved.values()))
-        kept = [path for path in tests if path not in moved]
+        homes_of = sorted(home for home in set(moved.values()) if home in target.upstream_tests)
+        kept = [path for path in tests if path not in moved or moved[path] not in target.upstream_tests]
         facts.append(
             "it adds tests"
             + (f" to {_count(len(homes_of), 'existing test file')}" if homes_of else "")
