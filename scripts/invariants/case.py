@@ -208,7 +208,8 @@ class Harness:
             self.outside is None or self.outside.grad is None or bool(torch.isfinite(self.outside.grad).all())
         )
         over_targets = not reference.per_micro_batch(self.config)
-        expected = reference.window(self.config["model"], self.model, self.pending, over_targets)
+        smoothing = self.config.get("label_smoothing", 0.0)
+        expected = reference.window(self.config["model"], self.model, self.pending, over_targets, smoothing)
         self._close_last()
         self.run.attempts.append(
             {
@@ -366,6 +367,7 @@ def _arguments(config: dict[str, Any], folder: Path, batch_size: int, ga: int) -
         max_steps=config["max_steps"] if config["max_steps"] > 0 else -1,
         num_train_epochs=config["epochs"],
         learning_rate=config["learning_rate"],
+        label_smoothing_factor=config.get("label_smoothing", 0.0),
         lr_scheduler_type=config["schedule"],
         warmup_steps=config["warmup"],
         optim=config["optim"],

@@ -185,6 +185,24 @@ MUTANTS: list[Mutant] = [
         "                loss = loss / self.args.gradient_accumulation_steps\n",
     ),
     Mutant(
+        "smoother-count-withheld",
+        "0011: with label smoothing, a head declared not to take the count gets the smoothed mean over the window's "
+        "targets (a cold review of 0011: the smoother had the mean of micro-batch means; the checker drew no smoothing)",
+        TRAINER,
+        "if num_items_in_batch is None and self.label_smoother is not None and self.args.n_gpu <= 1:",
+        "if False:",
+        tree="upstream",
+    ),
+    Mutant(
+        "smoother-loss-token-weighted",
+        "0018: a smoothed loss is the label smoother's, which takes the window's count (0011), not weighted again by the "
+        "batch's share of the targets",
+        TRAINER,
+        "            # the label smoother computes the loss instead of the model\n            and self.label_smoother is None\n",
+        "",
+        tree="upstream",
+    ),
+    Mutant(
         "processes-count-not-shared",
         "0018: with average_tokens_across_devices, a declared head's batch is weighted by all processes' targets",
         TRAINER,

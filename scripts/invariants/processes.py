@@ -44,6 +44,9 @@ KEYS = ("processes", "model", "targets", "seq_len", "batch_size", "ga", "windows
 # drawn later (issue 54), optional in a replayed configuration: fp16 with the CPU gradient scaler, and the window
 # (and the process) whose gradient the harness makes inf, None for none
 FP16_KEYS = {"fp16": False, "skip": None, "skip_process": 0}
+# drawn later still, optional too: a head's `label_smoothing_factor` (the Trainer's label smoother computes its loss)
+SMOOTHING_KEYS = {"label_smoothing": 0.0}
+HEADS = ("llama_lm", "bert_tok")
 INIT_SCALE = 16.0
 INVARIANTS = (
     "processes-window-content",
@@ -111,6 +114,9 @@ def configs(seed: int, count: int) -> list[dict[str, Any]]:
             out[-1].update(fp16=True, skip=skip, skip_process=process)
         else:
             out[-1].update(FP16_KEYS)
+        # every other head's configuration, from the first
+        smoothing = model in HEADS and sum(c["model"] in HEADS for c in out[:-1]) % 2 == 0
+        out[-1]["label_smoothing"] = 0.1 if smoothing else 0.0
     return out
 
 
@@ -119,6 +125,8 @@ def cells(configs: list[dict[str, Any]]) -> dict[str, int]:
     row = {"examples": len(configs)}
     for name, on in CELL_FEATURES.items():
         row[name] = sum(1 for c in configs if on(c))
+    # counted, not held to the floor (`cell_gaps`): few of the configurations are heads'
+    row["label_smoothing"] = sum(1 for c in configs if c.get("label_smoothing"))
     return row
 
 
@@ -160,9 +168,10 @@ def cell_gaps(row: dict[str, int], floor: int = 1) -> list[str]:
 
 def check_config(config: Any) -> dict[str, Any]:
     """A replayed two-process configuration, checked (a ValueError names what is wrong)."""
-    if not isinstance(config, dict) or not set(KEYS) <= set(config) <= set(KEYS) | set(FP16_KEYS):
-        raise ValueError(f"a two-process configuration has the keys {', '.join(KEYS)} (and {', '.join(FP16_KEYS)})")
-    config = {**FP16_KEYS, **config}
+    optional = {**FP16_KEYS, **SMOOTHING_KEYS}
+    if not isinstance(config, dict) or not set(KEYS) <= set(config) <= set(KEYS) | set(optional):
+        raise ValueError(f"a two-process configuration has the keys {', '.join(KEYS)} (and {', '.join(optional)})")
+    config = {**optional, **config}
     if not isinstance(config["fp16"], bool):
         raise ValueError("fp16: true or false")
     skip = config["skip"]
@@ -170,6 +179,8 @@ def check_config(config: Any) -> dict[str, Any]:
         raise ValueError("skip: null, or (with fp16) the index of one of the windows")
     if config["skip_process"] not in range(PROCESSES):
         raise ValueError(f"skip_process: 0 to {PROCESSES - 1}")
+    if config["label_smoothing"] not in (0, 0.0, 0.1) or (config["label_smoothing"] and config["model"] not in HEADS):
+        raise ValueError(f"label_smoothing: 0.0, or 0.1 for {' or '.join(HEADS)}")
     if config["processes"] != PROCESSES:
         raise ValueError(f"processes: {PROCESSES} only")
     if config["model"] not in MODELS:
@@ -388,7 +399,7 @@ def _train_one(config: dict[str, Any], folder: str) -> dict[str, Any]:
 
     class Recorder(TrainerCallback):
         def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            ref = reference.window(config["model"], model, pending, over_targets)
+            ref = reference.window(config["model"], model, pending, over_targets, config.get("label_smoothing", 0.0))
             record["attempts"].append(
                 {
                     "samples": [models.identify(index, batch) for batch in pending],
@@ -415,6 +426,7 @@ def _train_one(config: dict[str, Any], folder: str) -> dict[str, Any]:
         gradient_accumulation_steps=config["ga"],
         max_steps=config["windows"],
         learning_rate=LEARNING_RATE,
+        label_smoothing_factor=config.get("label_smoothing", 0.0),
         optim="sgd",
         # fp16: a clip no gradient reaches, so that the gradients are unscaled before the harness reads them
         max_grad_norm=1e9 if config["fp16"] else 0.0,

@@ -24,13 +24,18 @@ PER_MICRO_BATCH = ("reg_nokw", "reg_sample", "bert_cls")
 
 
 def per_micro_batch(config: dict[str, Any]) -> bool:
-    """Whether the Trainer averages the window's micro-batch losses (their own means), not the window's targets."""
-    return config["model"] in PER_MICRO_BATCH
+    """Whether the Trainer averages the window's micro-batch losses (their own means), not the window's targets. With
+    `label_smoothing_factor` the Trainer's label smoother computes a head's loss over the window's targets, whatever
+    the head declares (0011; on 5.25.0 every head drawn here takes the count)."""
+    return config["model"] in PER_MICRO_BATCH and not config.get("label_smoothing")
 
 
-def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+def _token_loss_sum(
+    kind: str, model: nn.Module, batch: dict[str, torch.Tensor], smoothing: float = 0.0
+) -> tuple[torch.Tensor, int]:
     """The sum of the per-target losses of one micro-batch and its number of targets (the model's own loss code
-    is not used: the logits or predictions are)."""
+    is not used: the logits or predictions are). `smoothing`: a head's cross-entropy against the targets smoothed
+    uniformly over the classes (`label_smoothing_factor`; PyTorch's own, not the Trainer's `LabelSmoother`)."""
     labels = batch["labels"]
     if kind in REGRESSIONS:
         pred = model.lin(batch["x"].float()).squeeze(-1)
@@ -41,15 +46,18 @@ def _token_loss_sum(kind: str, model: nn.Module, batch: dict[str, torch.Tensor])
         logits, labels = logits[:, :-1, :], labels[:, 1:]
     flat = logits.reshape(-1, logits.shape[-1])
     target = labels.reshape(-1)
-    return F.cross_entropy(flat, target, ignore_index=IGNORE, reduction="sum"), int(target.ne(IGNORE).sum())
+    total = F.cross_entropy(flat, target, ignore_index=IGNORE, reduction="sum", label_smoothing=smoothing)
+    return total, int(target.ne(IGNORE).sum())
 
 
-def _micro_batch_loss(kind: str, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def _micro_batch_loss(
+    kind: str, model: nn.Module, batch: dict[str, torch.Tensor], smoothing: float = 0.0
+) -> torch.Tensor:
     """The loss a module averaged per micro-batch defines for one micro-batch (written here, not its own code): a
     head's, the mean over the micro-batch's targets."""
     labels = batch["labels"]
     if kind not in REGRESSIONS:
-        total, count = _token_loss_sum(kind, model, batch)
+        total, count = _token_loss_sum(kind, model, batch, smoothing)
         return total / max(count, 1)
     pred = model.lin(batch["x"].float()).squeeze(-1)
     mask = labels.ne(IGNORE)
@@ -82,10 +90,14 @@ def _loss_magnitude(
 
 
 def window(
-    kind: str, model: nn.Module, batches: list[dict[str, torch.Tensor]], over_targets: bool | None = None
+    kind: str,
+    model: nn.Module,
+    batches: list[dict[str, torch.Tensor]],
+    over_targets: bool | None = None,
+    smoothing: float = 0.0,
 ) -> dict[str, Any]:
     """The reference update of one window at `model`'s current weights: gradient (flat, float64), loss (and each
-    micro-batch's part of it, `terms`), targets,
+    micro-batch's part of it, `terms`), targets (`smoothing`: a head's `label_smoothing_factor`),
     whether the loss is a mean over the window's targets (else the mean of its micro-batches' own losses), and the
     sums of the magnitudes of the micro-batches' terms (`grad_terms`, `loss_terms`: what a float16 error scales
     with)."""
@@ -97,9 +109,9 @@ def window(
     count = 0
     for batch in batches:
         if over_targets:
-            part, n = _token_loss_sum(kind, ref, batch)
+            part, n = _token_loss_sum(kind, ref, batch, smoothing)
         else:
-            part, n = _micro_batch_loss(kind, ref, batch), int(batch["labels"].ne(IGNORE).sum())
+            part, n = _micro_batch_loss(kind, ref, batch, smoothing), int(batch["labels"].ne(IGNORE).sum())
         parts.append(part)
         magnitudes.append(_loss_magnitude(kind, ref, batch, part, mean=not over_targets))
         count += n

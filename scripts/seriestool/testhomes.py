@@ -567,6 +567,7 @@ def move(
         new_lines = new_text.splitlines(keepends=True)
         moved.renamed = renames
     bound: set[str] = set(have)
+    carried: set[str] = set()  # the names the moved helpers bind
 
     # imports: plain ones after the home file's last top-level import, guarded ones into the home's block of the
     # same test (else as a new block after the plain ones)
@@ -641,13 +642,16 @@ def move(
                 body.append(_source(new_lines, node))
                 moved.helpers.append("__main__")
             continue
-        if names and all(name in bound for name in names):
+        # (a helper the file binds again, `X |= {...}`, is none the home has: `_renames` gave it a name of its own)
+        if names and all(name in bound for name in names) and not any(name in carried for name in names):
             moved.kept += [name for name in _bound(node, imports=False) if name in have and name not in moved.kept]
             continue
         body.append(_block_text(node, new_lines, bound) if isinstance(node, ast.If) else _source(new_lines, node))
         defined = [name for name in _bound(node, imports=False) if name not in bound]
         moved.helpers += defined or [ast.unparse(node).split("\n")[0][:60]]
         bound.update(names)
+        # a statement of the file that binds one of these names again (`X |= {...}`) goes with them
+        carried.update(names)
 
     # put it together, from the end of the home file backwards so that line numbers hold
     out = list(home_lines)

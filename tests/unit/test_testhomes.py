@@ -605,3 +605,25 @@ def test_a_patch_s_change_to_a_dependency_s_test_file_is_made_to_its_moved_code(
     diff = found.diff()
     assert "-    return 1\n+    return 1.0\n" in diff and "+def test_second():\n" in diff
     assert [m.classes for m in found.moves] == [["test_second"]]  # only its own tests run
+
+
+def test_a_helper_bound_again_goes_with_its_definition():
+    """A helper the moved file binds twice (`ROWS = {...}` then `ROWS |= {...}`) keeps both statements: the second
+    was taken for a helper the home already had, and the moved tests lost half of it (a cold review of 0011 found its
+    ESM test red on its branch)."""
+    home = "import os\n\n\nclass UpstreamTest:\n    def test_upstream(self):\n        pass\n"
+    test = 'class T:\n    def test_t(self):\n        assert ROWS == {"a": 1, "b": 2}\n'
+    new = 'ROWS = {"a": 1}\nROWS |= {"b": 2}\n\n\n' + test
+    merged, moved = testhomes.move(home, new, home="h.py", source="n.py")
+    assert merged.index('ROWS = {"a": 1}\n') < merged.index('ROWS |= {"b": 2}\n') < merged.index("class T:")
+    namespace: dict = {}
+    exec(compile(merged, "h.py", "exec"), namespace)
+    namespace["T"]().test_t()
+    # where the home defines the same first statement, the file's helper (bound again) is its own: renamed, the
+    # home's left as it is
+    merged, moved = testhomes.move('ROWS = {"a": 1}\n' + home, new, home="h.py", source="n.py")
+    assert moved.renamed == {"ROWS": "ROWS_N"}
+    namespace = {}
+    exec(compile(merged, "h.py", "exec"), namespace)
+    namespace["T"]().test_t()
+    assert namespace["ROWS"] == {"a": 1}
