@@ -309,6 +309,11 @@ def test_a_clone_with_upstream_s_tests_gets_them_moved_home_in_every_commit(fake
     assert git(repo, "show", "trainer-series/fakepkg-add-version:tests/test_version.py").startswith("import fakepkg")
     assert f"{add}: its tests moved into tests/test_core.py (as `homes` writes them)" in out
     assert "trainer-series/fakepkg-add-version: its tests moved into tests/test_version.py" in out
+    # the record counts each commit's lines as its branch holds them, for `pr`'s notes
+    record = json.loads((fake.work / "reports" / "branches-fake.json").read_text(encoding="utf-8"))
+    numstat = [line.split("\t") for line in git(repo, "diff", "--numstat", f"{add}~1", add).splitlines()]
+    assert record["branches"][names[0]]["numstat"] == {path: [int(a), int(r)] for a, r, path in numstat}
+    assert record["branches"][names[0]]["numstat"]["tests/test_core.py"] == [9, 1]
     again = fake.ok("branches", "--repo", str(repo))  # the same commits again
     assert again.stdout.splitlines()[0].endswith(": 0 made, 0 moved, 4 unchanged")
 

@@ -153,3 +153,17 @@ def test_pr_diffstat_says_whether_a_moved_test_file_joins_an_upstream_file_or_is
     assert rows[0].startswith("tests/t/test_topic.py (its tests, appended on the branch)")
     assert rows[1].startswith("tests/t/dist/test_b.py (its tests, a new file on the branch)")
     assert all("appended" in row for row in pr.diffstat(patch, moved))
+
+
+def test_pr_diffstat_counts_a_moved_test_file_as_its_branch_holds_it():
+    """Before: the notes gave a moved test file the patch's count (its license, imports and helpers that upstream's
+    shared ones replace): +53 for the 16 lines 0020's branch adds (cold reviews of 0007, 0009, 0020, 0023)."""
+    from seriestool.commands import pr
+
+    lines = "".join(f"+x{i} = {i}\n" for i in range(5))
+    head = "diff --git a/tests/t/test_a.py b/tests/t/test_a.py\nnew file mode 100644\n--- /dev/null\n"
+    text = f"{head}+++ b/tests/t/test_a.py\n@@ -0,0 +1,5 @@\n{lines}"
+    patch = patchfile.PatchFile("s", "a", "", patchfile.parse_diff(text.splitlines()))
+    moved = {"tests/t/test_a.py": "tests/t/test_topic.py"}
+    assert pr.diffstat(patch, moved)[0].endswith("+5 -0")
+    assert pr.diffstat(patch, moved, on_branch={"tests/t/test_topic.py": [2, 0]})[0].endswith("+2 -0")

@@ -164,6 +164,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _numstat(repo: Repo, tip: str) -> dict[str, list[int]]:
+    """The lines the branch's own commit adds and removes per file: its moved tests as they are in their homes, which
+    `pr` quotes instead of the patch's new files (cold reviews: the notes counted a new file's header and helpers)."""
+    counts = {}
+    for line in repo.out("diff", "--numstat", f"{tip}~1", tip).splitlines():
+        added, removed, path = line.split("\t", 2)
+        if added != "-":  # a binary file
+            counts[path] = [int(added), int(removed)]
+    return counts
+
+
 def _record(ctx: Context, target: Target, repo: Repo, base: str, ref: str, plan: dict[str, _Branch]) -> None:
     """Keep which base each branch was made on, for `pr`: it quotes the verify made on that base."""
     reports.save_branches(
@@ -180,6 +191,7 @@ def _record(ctx: Context, target: Target, repo: Repo, base: str, ref: str, plan:
                     "tip": entry.tip,
                     "status": str(entry.status),
                     "repo_checks": entry.checks,
+                    "numstat": _numstat(repo, entry.tip),
                 }
                 for entry in plan.values()
                 if entry.tip is not None

@@ -143,12 +143,14 @@ def diffstat(
     makefile: int = 0,
     ci_steps: int = 0,
     existing: Collection[str] | None = None,
+    on_branch: dict[str, list[int]] | None = None,
 ) -> list[str]:
     """One line per file: path (new/deleted), lines added and removed; a new test file `branches` moves into an
     upstream topic file (`moved`: path -> home) is named as the branch holds it: appended to a home upstream has
-    (`existing`, the target's `upstream_tests`; None: every home), else a new file there; `makefile`: the lines of its
-    repository checks the pull request adds to upstream's Makefile, `ci_steps` those it adds to its CI config, which
-    the patch file cannot carry."""
+    (`existing`, the target's `upstream_tests`; None: every home), else a new file there, with the lines the branch's
+    commit adds there (`on_branch`: path -> [added, removed], what `branches` recorded) where known; `makefile`: the
+    lines of its repository checks the pull request adds to upstream's Makefile, `ci_steps` those it adds to its CI
+    config, which the patch file cannot carry."""
     rows = []
     for diff in patch.files:
         added = sum(1 for h in diff.hunks for line in h.lines if line.startswith("+"))
@@ -157,6 +159,8 @@ def diffstat(
         if moved and diff.path in moved:
             home = moved[diff.path]
             where = "appended on the branch" if existing is None or home in existing else "a new file on the branch"
+            if on_branch and home in on_branch:
+                added, removed = on_branch[home]
             rows.append((f"{home} (its tests, {where})", f"+{added} -{removed}"))
             continue
         rows.append((f"{diff.path}{state}", f"+{added} -{removed}"))
@@ -166,6 +170,13 @@ def diffstat(
         rows.append((f"{repochecks.CI_CONFIG} (its repository checks: see below)", f"+{ci_steps}"))
     width = max((len(path) for path, _ in rows), default=0)
     return [f"{path:<{width}}  {counts}" for path, counts in rows]
+
+
+def _branch_counts(ctx: Context, target: Target, name: str) -> dict[str, list[int]] | None:
+    """The lines per file of the patch's commit on its branch, as the last `branches` recorded them (None: no branch,
+    or one recorded before it counted them)."""
+    record = reports.load_branches(ctx.work, target.name) or {}
+    return ((record.get("branches") or {}).get(name) or {}).get("numstat")
 
 
 def _base_phrase(target: Target, report_target: dict[str, Any]) -> str:
@@ -696,7 +707,14 @@ def render(ctx: Context, target: Target, name: str) -> str:
     )
     notes.add(
         "What the pull request changes (lines added and removed per file)",
-        diffstat(patch, moved, makefile, ci_steps, existing=target.upstream_tests),
+        diffstat(
+            patch,
+            moved,
+            makefile,
+            ci_steps,
+            existing=target.upstream_tests,
+            on_branch=_branch_counts(ctx, target, name),
+        ),
     )
     shown = measured(body) + behaviour_change(body)
     notes.add("The before/after its commit message measured", _blocks(measured(body)))
