@@ -114,9 +114,13 @@ def configs(seed: int, count: int) -> list[dict[str, Any]]:
             out[-1].update(fp16=True, skip=skip, skip_process=process)
         else:
             out[-1].update(FP16_KEYS)
-        # every other head's configuration, from the first
-        smoothing = model in HEADS and sum(c["model"] in HEADS for c in out[:-1]) % 2 == 0
-        out[-1]["label_smoothing"] = 0.1 if smoothing else 0.0
+        out[-1]["label_smoothing"] = 0.0
+    # and a copy of the first configuration of each head with `label_smoothing_factor` (copies: a smoothed loss takes
+    # another path, and each configuration above is some mutant's only catch)
+    for head in HEADS:
+        original = next((c for c in out if c["model"] == head and not c["label_smoothing"]), None)
+        if original is not None:
+            out.append({**original, "label_smoothing": 0.1})
     return out
 
 
