@@ -163,3 +163,16 @@ def test_the_coverage_table_names_each_cell_under_its_floor():
     assert all(row.endswith("/release") for row in rows) and len(rows) == len(draw.EDGE_FIXED)
     draw.count_cells(cells, {**config, "count_skipped_steps": True, "fp16": False})
     assert "plain/release: fp16 on 0, off 1" in draw.cell_gaps(cells, frozenset(draw.FEATURES))
+
+
+def test_label_smoothing_is_replayed_for_a_head_trained_as_itself_only():
+    """It is not drawn (the search's examples stay as they were); a replay takes it for a head, and refuses it where
+    the reference cannot follow: a regression (no logits), a wrapper (its class name hides a causal LM from the
+    smoother)."""
+    configs = _drawn()
+    assert not any(c["label_smoothing"] for c in configs)
+    head = next(c for c in configs if c["model"] == "bert_tok" and not c["wrap"])
+    assert draw.check({**head, "label_smoothing": 0.1})["label_smoothing"] == 0.1
+    for other in (next(c for c in configs if c["model"] == "reg_kw"), next(c for c in configs if c["wrap"])):
+        with pytest.raises(ValueError, match="label_smoothing"):
+            draw.check({**other, "label_smoothing": 0.1})
