@@ -200,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--result", required=True)
     p.add_argument("--first", action="store_true", help="stop at the first undeclared violation, unshrunk (mutants)")
     p.add_argument("--census", help="the tree's utils/check_loss_kwargs_declarations.py, run beside the search")
+    p.add_argument(
+        "--processes-only",
+        action="store_true",
+        help="with --first: the profile's 2-process configurations only, no search (a mutant whose claim only they "
+        "exercise)",
+    )
     args = p.parse_args(argv)
     profile = draw.PROFILES[args.profile]
     if args.release_path:
@@ -270,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             first_only=args.first,
             features=features,
         )
-        if not census_entries:
+        if not census_entries and not args.processes_only:
             search.run()
         if args.census and not args.first:
             census_entries = _census(args, result)

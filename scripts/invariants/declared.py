@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 
-# What 0007 adds to the saved state of a stream read more than once, and what 0027 logs
+# What 0009 adds to the saved state of a stream read more than once, and what 0027 logs
 STREAM_POSITION = "train_dataloader_position"
 LOGGED_COUNTS = "num_optimizer_steps_attempted"
 # 0018 before issue 38: the token-weighted mean for any module without **kwargs

@@ -206,6 +206,7 @@ def worker_command(
     release: Sequence[Path],
     first: bool = False,
     census: Path | None = None,
+    processes_only: bool = False,
 ) -> list[str]:
     cmd = [str(python), "-m", "invariants", "--tree-label", tree.label, "--tree-spec", tree.spec]
     cmd += ["--profile", profile, "--seed", str(seed), "--result", str(result)]
@@ -216,6 +217,8 @@ def worker_command(
         cmd.append("--first")
     if census is not None:
         cmd += ["--census", str(census)]
+    if processes_only:
+        cmd.append("--processes-only")
     return cmd
 
 
@@ -234,6 +237,7 @@ def run_worker(
     say: Say | None = None,
     first: bool = False,
     census: str | None = None,
+    processes_only: bool = False,
 ) -> JSON:
     """Run the worker on `tree`; its lines go to `out` (and `log_path`) as they come, `say` gets a progress line
     while it runs (with its last line). Returns its result, or a result with `crashed` when it gave none. A
@@ -245,7 +249,16 @@ def run_worker(
             script = Path(tmp) / "check_loss_kwargs_declarations.py"
             script.write_text(census, encoding="utf-8")
         cmd = worker_command(
-            python, tree, profile, seed, result, replay=replay, release=release, first=first, census=script
+            python,
+            tree,
+            profile,
+            seed,
+            result,
+            replay=replay,
+            release=release,
+            first=first,
+            census=script,
+            processes_only=processes_only,
         )
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w", encoding="utf-8") as log:

@@ -338,6 +338,11 @@ def test_the_worker_command_carries_tree_profile_seed_and_replay(tmp_path):
     assert cmd[cmd.index("--seed") + 1] == "5" and cmd[cmd.index("--profile") + 1] == "ci"
     assert json.loads(cmd[cmd.index("--replay") + 1]) == {"ga": 2}
     assert cmd[cmd.index("--release-path") + 1] == str(tmp_path / "rel")
+    assert "--processes-only" not in cmd
+    alone = invariants.worker_command(
+        tmp_path / "python", tree, "mutants", 0, tmp_path / "r.json", replay=None, release=[], processes_only=True
+    )
+    assert alone[-1] == "--processes-only"
 
 
 # -- declared limitations ----------------------------------------------------------------------------------
@@ -693,8 +698,9 @@ def test_each_mutant_runs_on_its_own_tree_and_must_fit_it_before_any_runs(monkey
     chosen = [
         Mutant("on-series", "c", "trainer.py", "fork = 1", "fork = 0"),
         Mutant("on-upstream", "c", "models/bert/modeling_bert.py", "loss = x / n", "loss = x", tree="upstream"),
+        Mutant("two-processes", "c", "trainer.py", "b = 2", "b = 3", processes_only=True),
     ]
-    asked, ran = [], {}
+    asked, ran, alone = [], {}, {}
 
     def tree_sources(ctx, target, wanted):
         asked.append([t.label for t in wanted])
@@ -707,6 +713,7 @@ def test_each_mutant_runs_on_its_own_tree_and_must_fit_it_before_any_runs(monkey
     def worker(python, tree, paths, release, **kwargs):
         # the census goes with a mutant of a model file only (the search alone sees the Trainer)
         assert kwargs["census"] == ("# upstream" if tree.spec == "upstream" else None)
+        alone[tree.label] = kwargs["processes_only"]
         package = paths[0] / "transformers"
         ran[tree.label] = (tree.spec, (package / "trainer.py").read_text(encoding="utf-8"))
         ran[tree.label] += ((package / "models" / "bert" / "modeling_bert.py").read_text(encoding="utf-8"),)
@@ -723,8 +730,14 @@ def test_each_mutant_runs_on_its_own_tree_and_must_fit_it_before_any_runs(monkey
     assert asked == [["upstream", "series"]]
     assert ran["mutant:on-series"] == ("series", "a = 1\nb = 2\nfork = 0\n", "loss = x / n\ntwice = 1\ntwice = 1\n")
     assert ran["mutant:on-upstream"] == ("upstream", "a = 1\nb = 2\n", "loss = x\ntwice = 1\ntwice = 1\n")
+    # a mutant whose claim only the 2-process configurations exercise runs those alone (no search before them)
+    assert alone == {"mutant:on-series": False, "mutant:on-upstream": False, "mutant:two-processes": True}
     rows = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))["mutants"]
-    assert [(r["mutant"], r["tree"]) for r in rows] == [("on-series", "series"), ("on-upstream", "upstream")]
+    assert [(r["mutant"], r["tree"]) for r in rows] == [
+        ("on-series", "series"),
+        ("on-upstream", "upstream"),
+        ("two-processes", "series"),
+    ]
     # a mutant that does not fit its tree (0026's text is not in the upstream tier) stops the run before any runs
     ran.clear()
     chosen[1] = Mutant("fork-on-upstream", "c", "trainer.py", "fork = 1", "fork = 0", tree="upstream")

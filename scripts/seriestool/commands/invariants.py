@@ -41,7 +41,8 @@ floor (60 examples a tree for ci, each invariant told right from wrong in 3).
 
 --mutants runs the checker's own mutation check instead: each mutant of scripts/invariants/mutants.py (a plausible
 bug, one per claim a patch makes) is applied to a copy of its tree (the series, or the upstream tier) and searched
-with the ci profile's examples (150, whatever the machine's speed) until the first undeclared violation; the table
+with the ci profile's examples (300, whatever the machine's speed), then its 2-process configurations, until the
+first undeclared violation (a mutant whose claim only those exercise runs those alone: `processes_only`); the table
 says which tree and which invariant caught each, and the run fails when fewer than --min-score of them are caught
 (default 0.9). --mutant NAME runs only those (repeatable); with --replay JSON, each mutant runs that one
 configuration instead of a search (does it catch the mutant?).
@@ -141,7 +142,8 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
     counts = ", ".join(f"{sum(1 for m in chosen if m.tree == t.label)} of the {t.label} tree" for t in needed)
     ctx.out(
         f"invariants: {len(chosen)} mutant(s) ({counts}), seed {args.seed}, {args.jobs} at once, each searched "
-        "until its first violation (at most the ci profile's 300 examples)"
+        "until its first violation (at most the ci profile's 300 examples; one whose claim only the 2-process "
+        "configurations exercise, on those alone)"
     )
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
 
@@ -163,6 +165,8 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
                 first=True,
                 # a model's declaration: the census reads every head, the search only those it draws
                 census=census[mutant.tree] if invariants.touches_models(mutant) else None,
+                # a claim only the 2-process configurations exercise: no search before them
+                processes_only=mutant.processes_only and replay is None,
             )
             row = invariants.mutant_row(mutant, result)
             ctx.out(f"  {mutant.name}: {'caught by ' + row['by'] if row['caught'] else 'NOT CAUGHT'}")
