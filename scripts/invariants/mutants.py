@@ -87,8 +87,8 @@ MUTANTS: list[Mutant] = [
         "0019: a window the filter keeps is added to the running loss as in 5.25.0, float for float (found by the "
         "cold review of issue 52: a window-summed total changed the logged loss of runs without NaN)",
         TRAINER,
-        "        kept_loss = torch.where((filtered > 0).any(), means.where(kept, 0.0).sum(), losses[:, 0].contiguous())\n",
-        "        kept_loss = means.where(kept, 0.0).sum() + 0 * losses[:, 0]\n",
+        "        kept_loss = torch.where((filtered > 0).any(), own.where(kept, 0.0).sum(1), losses[:, 0].contiguous())\n",
+        "        kept_loss = own.where(kept, 0.0).sum(1)\n",
     ),
     Mutant(
         "unset-fields-saved",
@@ -355,7 +355,7 @@ MUTANTS: list[Mutant] = [
         "0019: the running mean `_tr_loss` holds in a filtered window's place (for a subclass with a copy of 5.25.0's "
         "`_maybe_log_save_evaluate`) is taken back out of the logged loss",
         TRAINER,
-        "        kept_loss = torch.where((filtered > 0).any(), means.where(kept, 0.0).sum(), losses[:, 0].contiguous())\n",
+        "        kept_loss = torch.where((filtered > 0).any(), own.where(kept, 0.0).sum(1), losses[:, 0].contiguous())\n",
         "        kept_loss = losses[:, 0]\n",
         tree="series",
     ),
@@ -450,8 +450,8 @@ MUTANTS: list[Mutant] = [
     # ---- 0007 / 0009: streams --------------------------------------------------------------------------------------
     Mutant(
         "stream-position-one-batch-short",
-        "0009: a run resumed where its epoch does not give the data position (a capped pass, a pass a callback ended) "
-        "goes on at the exact next batch it saved",
+        "0009, 0026: a run resumed where its epoch does not give the data position (0009: a capped pass; 0026: a pass a "
+        "callback ended) goes on at the exact next batch it saved",
         TRAINER,
         "self._record_train_dataloader_position(epoch, step + 1, num_update_steps_per_epoch)",
         "self._record_train_dataloader_position(epoch, step, num_update_steps_per_epoch)",
