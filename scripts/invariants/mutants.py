@@ -192,8 +192,8 @@ MUTANTS: list[Mutant] = [
         "0011: with label smoothing, a head declared not to take the count gets the smoothed mean over the window's "
         "targets (a cold review of 0011: the smoother had the mean of micro-batch means; the checker drew no smoothing)",
         TRAINER,
-        "if num_items_in_batch is None and self.label_smoother is not None and self.args.n_gpu <= 1:",
-        "if False:",
+        "smoothed = self.label_smoother is not None and not self.model_accepts_loss_kwargs",
+        "smoothed = False",
         tree="upstream",
         processes_only=True,
     ),
@@ -220,8 +220,8 @@ MUTANTS: list[Mutant] = [
         "0019: on several processes, one without targets in a window the others keep adds 0 to the logged loss (the "
         "window is left out only when no process has a target)",
         TRAINER,
-        "means = loss.where(loss.isfinite(), 0.0).sum(0) / (~loss.isnan()).sum(0).clamp(min=1)",
-        "means = loss.where(loss.isfinite(), 0.0).sum(0) / loss.isfinite().sum(0).clamp(min=1)",
+        "own = torch.where(loss.isnan(), means, loss.where(loss.isfinite(), 0.0))",
+        "own = torch.where(loss.isfinite(), loss, means)",
         processes_only=True,
     ),
     Mutant(
