@@ -67,7 +67,7 @@ class Run:
     # resumed with `max_steps` lowered to this (the drawn resume's `max_steps`: at the checkpoint's step, or below)
     resumed_max_steps: int | None = None
     eval_metrics: list[list[str]] = field(default_factory=list)  # the keys of each evaluation's metrics
-    outside: float | None = None  # the outside parameter's value at the end (`outside`, 0021)
+    outside: float | None = None  # the outside parameter's value at the end (`outside`, 0020)
     # each evaluation's log entry (every key), with the harness's attempts when it was logged
     eval_logs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -115,7 +115,7 @@ class Harness:
         self.index = models.sample_index(config)
         self.trainer: Any = None
         self.at_epoch_end = False
-        # a parameter the optimizer holds outside the model (`outside`, 0021), at 1 so that its weight decay shows:
+        # a parameter the optimizer holds outside the model (`outside`, 0020), at 1 so that its weight decay shows:
         # `reached`, the loss adds it times 0, so its gradient is 0, and inf * 0 = NaN when the harness's fault reaches
         # the loss; `unreached` (no loss uses it), its gradient stays None; `alternate`, the even attempts' losses add
         # it (`outside_reaches`)

@@ -21,6 +21,8 @@ from typing import Any
 # What 0009 adds to the saved state of a stream read more than once, and what 0027 logs
 STREAM_POSITION = "train_dataloader_position"
 LOGGED_COUNTS = "num_optimizer_steps_attempted"
+# What 0023 (fork tier) logs
+LOSS_SCALE = 'logs["loss_scale"]'
 # 0018 before issue 38: the token-weighted mean for any module without **kwargs
 GUESSED_MEAN = (
     "Only the default `compute_loss` is known to return the model's (or label smoother's) mean over the targets"
@@ -108,6 +110,12 @@ DECLARED: list[dict[str, Any]] = [
         "tree": {"lacks": LOGGED_COUNTS},
         "when": {},  # every configuration (an empty predicate matches all)
         "reason": "a tree without 0027 (the release) logs no step or batch counts",
+    },
+    {
+        "invariant": "loss-scale",
+        "tree": {"lacks": LOSS_SCALE},
+        "when": {},
+        "reason": "a tree without 0023 (the release, the upstream tier) logs no loss scale",
     },
 ]
 

@@ -120,7 +120,7 @@ def configs(draw: Any, features: frozenset[str] = frozenset(FEATURES), steered: 
     input_tokens = draw(st.booleans())
     target_tokens = draw(st.booleans()) and "include_num_target_tokens_trained" in features
     progress = draw(st.booleans())  # the progress bar on (`disable_tqdm=False`)
-    # a parameter the optimizer holds outside the model (0021); how the losses reach it is drawn last (below)
+    # a parameter the optimizer holds outside the model (0020); how the losses reach it is drawn last (below)
     outside = draw(st.booleans())
     # fp16: an inf in every attempt from this one on (the loss scale falls to 0 after 154 skips)
     inf_from = draw(st.sampled_from([None, None, None, None, None, None, 0, 2]))
@@ -365,7 +365,7 @@ def check(config: Any) -> dict[str, Any]:
     return config
 
 
-# the outside parameter (0021): none, or how the losses reach it (True: every loss, as recorded before the modes)
+# the outside parameter (0020): none, or how the losses reach it (True: every loss, as recorded before the modes)
 OUTSIDE = (False, True, "reached", "unreached", "alternate")
 
 

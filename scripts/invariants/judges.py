@@ -255,7 +255,7 @@ def updates_counted(obs: Observation) -> list[str] | None:
     scaler's scale had fallen to 0), and `global_step` equals the optimizer steps taken (by default, as released)
     or, with `count_skipped_steps=False`, the applied updates (the optimizer's own step count), also after a resume.
     A NaN the fault left on a parameter the optimizer holds outside the model skips no later step. Series claims:
-    0010, 0021, 0026 (seed 000)."""
+    0010, 0020, 0026 (seed 000)."""
     found = []
     checked = False
     for where, run in _runs(obs):
@@ -281,7 +281,7 @@ def updates_counted(obs: Observation) -> list[str] | None:
 def skip_count(obs: Observation) -> list[str] | None:
     """The Trainer's skip count equals the attempts the contract skips (the injected infs, and every attempt once the
     loss scale is 0), in the run and after a resume from any checkpoint, with any batch size or accumulation. Series
-    claims: 0010 (detected), 0023 (counted), 0026 (issue 27 items 2, 3)."""
+    claims: 0010 (detected), 0022 (counted), 0026 (issue 27 items 2, 3)."""
     found = []
     checked = False
     for where, run in _runs(obs):
@@ -454,7 +454,7 @@ def outside_parameter(obs: Observation) -> list[str] | None:
     parameter of the model would: AdamW decays it, times (1 - lr * weight decay) at the schedule's rate, at each
     applied update whose window's loss reached it (times 0: its gradient is 0), and at no other (skipped, or a window
     that left its gradient None: `optimizer.zero_grad()` sets it to None, where zeros would decay it too). Judged per
-    `train()` call (the parameter is not in a checkpoint: a resume starts it at 1 again). Series claim: 0021."""
+    `train()` call (the parameter is not in a checkpoint: a resume starts it at 1 again). Series claim: 0020."""
     config = obs.config
     if not config.get("outside"):
         return None
@@ -563,7 +563,7 @@ def _resumes(obs: Observation) -> list[tuple[str, Run, dict[str, Any]]]:
 
 def resume_identical(obs: Observation) -> list[str] | None:
     """Resuming from a checkpoint with the same arguments (once, or twice) ends with bit-identical weights to the run
-    that was not interrupted. Series claims: 0007 (exact next batch), 0010, 0023, 0026 (counts restored)."""
+    that was not interrupted. Series claims: 0007 (exact next batch), 0010, 0022, 0026 (counts restored)."""
     if not _same_arguments(obs) or obs.first.error_kind:
         return None
     found = []
@@ -591,7 +591,7 @@ def resume_logs(obs: Observation) -> list[str] | None:
     """After a resume with the same arguments, every training log equals the uninterrupted run's log at the same
     step, every key (`epoch` included; the first log after the resume holds only the steps since the checkpoint: its
     interval keys are not compared unless the uninterrupted run logged at the checkpoint). Series claims: 0007, 0009
-    (the epoch of a stream's later pass), 0010, 0023, 0027."""
+    (the epoch of a stream's later pass), 0010, 0022, 0027."""
     if not _same_arguments(obs) or obs.first.error_kind:
         return None
     found = []
@@ -884,8 +884,32 @@ def _scale_after(obs: Observation, skips: int) -> float:
 
 def logged_fp16_counts(obs: Observation) -> list[str] | None:
     """Each training log says what the harness counted since the previous log of the same `train()` call: the
-    skipped optimizer steps (`skipped_optimizer_steps`, present when some were skipped); and an fp16 run's `loss_scale`
-    is the scaler's scale after the skips since the start of training (halved at each). Series claims: 0023, 0020."""
+    skipped optimizer steps (`skipped_optimizer_steps`, present when some were skipped). Series claim: 0022."""
+    found: list[str] = []
+    checked = False
+    for where, run in _runs(obs):
+        exp = expected(obs, run)
+        if _leaked(obs, run, exp):
+            continue
+        start = 0
+        for log, full in zip(run.logs, run.full_logs, strict=True):
+            checked = True
+            skips = sum(1 for a in run.attempts[start : log["attempts"]] if not a["applied"])
+            start = log["attempts"]
+            logged = full.get("skipped_optimizer_steps")
+            if not (logged == (skips or None) or (skips and _same_value(logged, skips))):
+                found.append(
+                    f"{where}: the log at global_step {log['step']} says skipped_optimizer_steps {logged!r}, "
+                    f"due {skips or None!r}"
+                )
+                break
+    return found if checked else None
+
+
+def loss_scale(obs: Observation) -> list[str] | None:
+    """An fp16 run's training logs carry `loss_scale`, the scaler's scale after the skips since the start of training
+    (halved at each); a run without a scaler logs none. Series claim: 0023 (fork tier; declared on trees without it,
+    `declared.LOSS_SCALE`)."""
     found: list[str] = []
     checked = False
     for where, run in _runs(obs):
@@ -893,25 +917,16 @@ def logged_fp16_counts(obs: Observation) -> list[str] | None:
         if _leaked(obs, run, exp):
             continue
         skipped_before = _skipped_before(obs, run)
-        start = 0
         for log, full in zip(run.logs, run.full_logs, strict=True):
             checked = True
-            windows = run.attempts[start : log["attempts"]]
-            start = log["attempts"]
-            skips = sum(1 for a in windows if not a["applied"])
-            want: dict[str, Any] = {"skipped_optimizer_steps": skips or None}
+            want = None
             if obs.config["fp16"]:
-                total = skipped_before + sum(1 for a in run.attempts[: log["attempts"]] if not a["applied"])
-                want["loss_scale"] = _scale_after(obs, total)
-            else:
-                want["loss_scale"] = None
-            wrong = [
-                f"{key} {full.get(key)!r}, due {value!r}"
-                for key, value in want.items()
-                if not (full.get(key) == value or (value is not None and _same_value(full.get(key), value)))
-            ]
-            if wrong:
-                found.append(f"{where}: the log at global_step {log['step']} says " + "; ".join(wrong))
+                want = _scale_after(
+                    obs, skipped_before + sum(1 for a in run.attempts[: log["attempts"]] if not a["applied"])
+                )
+            logged = full.get("loss_scale")
+            if not (logged == want or (want is not None and _same_value(logged, want))):
+                found.append(f"{where}: the log at global_step {log['step']} says loss_scale {logged!r}, due {want!r}")
                 break
     return found if checked else None
 
@@ -1005,7 +1020,7 @@ def all_skipped_warning(obs: Observation) -> list[str] | None:
 def eval_metrics(obs: Observation) -> list[str] | None:
     """The metrics of an evaluation during training hold the evaluation's own keys (`eval_...`, and `epoch`), no
     training counter (`num_input_tokens_seen`, ...): `evaluate()` returns them, and a hyperparameter search's default
-    objective sums every key it gets. Series claim: 0022."""
+    objective sums every key it gets. Series claim: 0021."""
     found: list[str] = []
     checked = False
     for where, run in _runs(obs):
@@ -1148,6 +1163,7 @@ INVARIANTS: dict[str, Judge] = {
     "input-tokens": input_tokens,
     "target-tokens": target_tokens,
     "logged-fp16-counts": logged_fp16_counts,
+    "loss-scale": loss_scale,
     "logged-grad-norm": logged_grad_norm,
     "progress-bar": progress_bar,
     "all-skipped-warning": all_skipped_warning,
@@ -1182,6 +1198,7 @@ DISCRIMINATES: dict[str, Callable[[Observation], bool]] = {
     "logged-counts": lambda obs: obs.config["fp16"] and _some_skip_due(obs),
     "logged-fp16-counts": lambda obs: _some_skip_due(obs)
     or any(not _kept(obs, a) for _, run in _runs(obs) for a in run.attempts),
+    "loss-scale": lambda obs: obs.config["fp16"],
     "checkpoints-kept": lambda obs: len({s for e, s in obs.first.events if e == "save"})
     > (obs.config.get("save_total_limit") or 0),
     "window-gradient": lambda obs: obs.config["ga"] > 1 or obs.config["batch_size"] > 1 or _clips(obs),

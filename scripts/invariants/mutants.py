@@ -34,7 +34,7 @@ LAYERS = "modeling_layers.py"
 MUTANTS: list[Mutant] = [
     Mutant(
         "outside-grads-zeroed-not-none",
-        "0021: a parameter outside the model trains as a model parameter: a window that does not reach it leaves its "
+        "0020: a parameter outside the model trains as a model parameter: a window that does not reach it leaves its "
         "gradient None (set_to_none), so AdamW does not decay it (issue 54 item 5: invisible while every window reached "
         "it without weight decay)",
         TRAINER,
@@ -99,7 +99,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skip-count-saved-unset",
-        "0023: a run without a skip saves the release's keys (skipped_optimizer_steps saved only when not 0)",
+        "0022: a run without a skip saves the release's keys (skipped_optimizer_steps saved only when not 0)",
         CALLBACK,
         'skipped_optimizer_steps: int = dataclasses.field(default=0, metadata={"saved_when_set": True})',
         "skipped_optimizer_steps: int = 0",
@@ -133,7 +133,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skip-not-counted",
-        "0023: every skipped optimizer step is counted",
+        "0022: every skipped optimizer step is counted",
         TRAINER,
         "                        self.state.skipped_optimizer_steps += 1\n",
         "                        pass\n",
@@ -310,17 +310,17 @@ MUTANTS: list[Mutant] = [
         "            self._save_checkpoint(model, trial)\n",
         tree="series",
     ),
-    # ---- 0020: loss_scale ------------------------------------------------------------------------------------------
+    # ---- 0023: loss_scale ------------------------------------------------------------------------------------------
     Mutant(
         "loss-scale-logs-initial-scale",
-        "0020: each training log of an fp16 run carries loss_scale, the gradient scaler's scale when the log is "
+        "0023: each training log of an fp16 run carries loss_scale, the gradient scaler's scale when the log is "
         "written (halved after each skipped step)",
         TRAINER,
         'logs["loss_scale"] = self.accelerator.scaler.get_scale()',
         'logs["loss_scale"] = self.accelerator.scaler._init_scale',
         tree="series",
     ),
-    # ---- 0010 / 0023: skipped optimizer steps (detected / counted) -------------------------------------------------
+    # ---- 0010 / 0022: skipped optimizer steps (detected / counted) -------------------------------------------------
     Mutant(
         "fused-skip-hook-on-wrapper",
         "0010: a skipped step of an AMP-aware (fused) optimizer is detected on the Trainer side (step post-hook on the "
@@ -332,7 +332,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "skipped-steps-logged-cumulative",
-        "0023: a log reports skipped_optimizer_steps as the steps skipped since the previous log",
+        "0022: a log reports skipped_optimizer_steps as the steps skipped since the previous log",
         TRAINER,
         '                logs["skipped_optimizer_steps"] = (\n'
         "                    self.state.skipped_optimizer_steps - self._skipped_optimizer_steps_last_logged\n"
@@ -468,20 +468,20 @@ MUTANTS: list[Mutant] = [
         "                    self._train_dataloader_batches_per_pass = step + 1\n",
         tree="series",
     ),
-    # ---- 0021: parameters outside the model ------------------------------------------------------------------------
+    # ---- 0020: parameters outside the model ------------------------------------------------------------------------
     Mutant(
         "outside-grads-kept-after-skip",
-        "0021: the gradients of optimizer parameters outside the model are reset after every optimizer step, also "
+        "0020: the gradients of optimizer parameters outside the model are reset after every optimizer step, also "
         "one the gradient scaler skipped (an inf gradient left there skips every later step)",
         TRAINER,
         "                            self.lr_scheduler.step()\n\n                    self.optimizer.zero_grad()\n",
         "                            self.lr_scheduler.step()\n                        self.optimizer.zero_grad()\n",
         tree="series",
     ),
-    # ---- 0022: counters out of evaluate()'s metrics ----------------------------------------------------------------
+    # ---- 0021: counters out of evaluate()'s metrics ----------------------------------------------------------------
     Mutant(
         "counters-dropped-before-log",
-        "0022: with include_num_input_tokens_seen, evaluate() takes the training token count that log() wrote into its "
+        "0021: with include_num_input_tokens_seen, evaluate() takes the training token count that log() wrote into its "
         "metrics back out, so they hold no num_input_tokens_seen",
         TRAINER,
         "        self.log(output.metrics)\n"

@@ -98,7 +98,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-loss-scale-only-after-skip",
-        "0020: every training log of an fp16 scaler run carries loss_scale",
+        "0023: every training log of an fp16 scaler run carries loss_scale",
         TRAINER,
         "            if self.accelerator.scaler is not None and self.accelerator.scaler.is_enabled():\n                # The scale the fp16",
         "            if self.accelerator.scaler is not None and self.state.skipped_optimizer_steps > self._skipped_optimizer_steps_last_logged:\n                # The scale the fp16",
@@ -106,7 +106,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-loss-scale-added-in-log",
-        "0020: evaluation logs/metrics and train() metrics do not get loss_scale",
+        "0023: evaluation logs/metrics and train() metrics do not get loss_scale",
         TRAINER,
         '        output = {**logs, "step": self.state.global_step}\n',
         '        if self.accelerator.scaler is not None and self.accelerator.scaler.is_enabled():\n            logs["loss_scale"] = self.accelerator.scaler.get_scale()\n        output = {**logs, "step": self.state.global_step}\n',
@@ -114,7 +114,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-outside-grads-not-reset-per-step",
-        "0021: optimizer params outside the model train on each window's own gradient (fp32) and an inf does not persist (fp16)",
+        "0020: optimizer params outside the model train on each window's own gradient (fp32) and an inf does not persist (fp16)",
         TRAINER,
         "                    self.optimizer.zero_grad()\n                    model.zero_grad()\n                    # With `count_skipped_steps=False`",
         "                    model.zero_grad()\n                    # With `count_skipped_steps=False`",
@@ -122,7 +122,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-train-start-window-left-open",
-        "0021: a train() after a run stopped inside a window starts without that window's gradient",
+        "0020: a train() after a run stopped inside a window starts without that window's gradient",
         TRAINER,
         "        self.accelerator.gradient_state._set_sync_gradients(True)\n        self.optimizer.zero_grad()\n        model.zero_grad()\n",
         "        self.optimizer.zero_grad()\n        model.zero_grad()\n",
@@ -130,7 +130,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-eval-pop-before-log",
-        "0022: evaluate()'s metrics hold no num_input_tokens_seen",
+        "0021: evaluate()'s metrics hold no num_input_tokens_seen",
         TRAINER,
         '        self.log(output.metrics)\n        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count to the dict: its log entry keeps it, the evaluation\'s metrics do not\n            output.metrics.pop("num_input_tokens_seen", None)\n',
         '        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count to the dict: its log entry keeps it, the evaluation\'s metrics do not\n            output.metrics.pop("num_input_tokens_seen", None)\n        self.log(output.metrics)\n',
@@ -138,7 +138,7 @@ OUTSIDE_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "out-eval-pop-all-mode-only",
-        "0022: evaluate()'s metrics hold no token count with any token-tracking mode (non_padding too)",
+        "0021: evaluate()'s metrics hold no token count with any token-tracking mode (non_padding too)",
         TRAINER,
         '        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count',
         '        if self.args.include_num_input_tokens_seen == "all":\n            # `log` added the training token count',

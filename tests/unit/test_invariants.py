@@ -54,6 +54,7 @@ def test_a_replay_must_be_a_json_object(text, message):
         (["--tree", "main"], "--tree 'main': use release, upstream, series or path:DIR"),
         (["--tree", "upstream", "--tree", "upstream"], "--tree: each tree once"),
         (["--mutants", "--tree", "upstream"], "--mutants runs each mutant on its own tree"),
+        (["--fit"], "--fit needs --mutants"),
         (["--tree", "series", "--tree", "series"], "--tree: each tree once"),
         (["--replay", "[1]"], "--replay must be a JSON object"),
         (["--json", "/no/such/folder/r.json"], "the folder /no/such/folder does not exist"),
@@ -442,6 +443,13 @@ def test_a_tree_without_the_counts_logs_none_for_any_configuration(config, label
     assert declared.find("logged-counts", label, config, source=SERIES_SOURCE) is None
 
 
+@pytest.mark.parametrize("label", ["release", "upstream", "series", "path:/x"])
+def test_a_tree_without_the_loss_scale_logs_none(label):
+    config = {"model": "llama_lm", "fp16": True, "resume": None}
+    assert declared.find("loss-scale", label, config, source=RELEASE_SOURCE) is not None
+    assert declared.find("loss-scale", label, config, source=RELEASE_SOURCE + declared.LOSS_SCALE) is None
+
+
 @pytest.mark.parametrize("label", ["release", "series", "path:/x"])
 def test_the_token_mean_declaration_follows_the_code_not_the_label(label):
     config = {"model": "reg_sample"}
@@ -743,6 +751,13 @@ def test_each_mutant_runs_on_its_own_tree_and_must_fit_it_before_any_runs(monkey
     chosen[1] = Mutant("fork-on-upstream", "c", "trainer.py", "fork = 1", "fork = 0", tree="upstream")
     with pytest.raises(SeriesError, match="mutant fork-on-upstream: the text it changes occurs 0 times .* upstream"):
         command.run(args, ctx)
+    assert ran == {}
+    # --fit checks that alone, and runs nothing when every mutant fits
+    fit = cli.build_parser().parse_args(["invariants", "--mutants", "--fit"])
+    with pytest.raises(SeriesError, match="mutant fork-on-upstream: the text it changes occurs 0 times .* upstream"):
+        command.run(fit, ctx)
+    chosen[1] = Mutant("on-upstream", "c", "trainer.py", "b = 2", "b = 3", tree="upstream")
+    assert command.run(fit, ctx) == 0
     assert ran == {}
     chosen[1] = Mutant("on-release", "c", "trainer.py", "a = 1", "a = 2", tree="release")
     with pytest.raises(SeriesError, match="mutant on-release: tree 'release' is not one of upstream, series"):

@@ -144,8 +144,17 @@ def _fp16_observation(logs, skipped=(), init_scale=16.0, filtered=()):
     ],
 )  # fmt: skip
 def test_the_logged_skips_filtered_windows_and_scale_are_the_harness_counts(logs, skipped, filtered, wrong):
-    found = judges.logged_fp16_counts(_fp16_observation(logs, skipped=skipped, filtered=filtered))
+    obs = _fp16_observation(logs, skipped=skipped, filtered=filtered)
+    found = judges.logged_fp16_counts(obs) + judges.loss_scale(obs)
     assert (found == []) if wrong is None else (len(found) == 1 and wrong in found[0])
+
+
+def test_the_loss_scale_is_an_invariant_of_its_own():
+    # the fork tier logs it (0023): on the upstream tier the skip count is still judged, the missing scale declared
+    obs = _fp16_observation([{"step": 2, "attempts": 2, "skipped_optimizer_steps": 1}], skipped=(1,))
+    assert judges.logged_fp16_counts(obs) == []
+    assert len(judges.loss_scale(obs)) == 1
+    assert judges.INVARIANTS["loss-scale"] is judges.loss_scale
 
 
 def test_the_scale_reaches_0_in_float32_at_the_skip_the_contract_says():

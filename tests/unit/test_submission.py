@@ -157,7 +157,7 @@ def test_pr_diffstat_says_whether_a_moved_test_file_joins_an_upstream_file_or_is
 
 def test_pr_diffstat_counts_a_moved_test_file_as_its_branch_holds_it():
     """Before: the notes gave a moved test file the patch's count (its license, imports and helpers that upstream's
-    shared ones replace): +53 for the 16 lines 0020's branch adds (cold reviews of 0007, 0009, 0020, 0023)."""
+    shared ones replace): +53 for the 16 lines 0023's branch adds (cold reviews of 0007, 0009, 0023, 0022)."""
     from seriestool.commands import pr
 
     lines = "".join(f"+x{i} = {i}\n" for i in range(5))

@@ -33,7 +33,7 @@ on 2 CPU processes (gloo; 12 for ci): the gradient and the logged loss of every 
 targets or none (`processes-*`). The worker is the package scripts/invariants/, run in the pinned venv.
 
 --tree release (the pinned release, 5.25.0, with released accelerate 1.16.0), upstream (the upstream tier alone,
-0001-0023, on released accelerate 1.16.0: what upstream gets), series (the manifest's whole series, the fork tier
+0001-0022, on released accelerate 1.16.0: what upstream gets), series (the manifest's whole series, the fork tier
 0024-0027 and the accelerate patches included), path:DIR (a checkout); default: release, upstream, then series (a
 manifest without a fork tier runs its upstream tier once, as series). A search states its coverage (examples per
 tree, and per invariant the examples that checked it / whose check could tell right from wrong) and fails below a
@@ -87,6 +87,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", metavar="PATH", help="use this interpreter (with torch) instead of the pinned venv")
     p.add_argument("--mutants", action="store_true", help="score the checker on the mutants of its trees")
     p.add_argument("--mutant", action="append", metavar="NAME", help="with --mutants: only this one (repeatable)")
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="with --mutants: only check that each mutant's text occurs once in its tree (seconds), run none",
+    )
     p.add_argument("--min-score", type=_score, default=0.9, metavar="F", help="with --mutants: the least score (0.9)")
     p.add_argument("--jobs", type=_jobs, default=2, metavar="N", help="with --mutants: mutants at once (2)")
 
@@ -137,6 +142,13 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
     needed = [invariants.parse_tree(name) for name in invariants.MUTANT_TREES if any(m.tree == name for m in chosen)]
     if any(t.label == invariants.UPSTREAM for t in needed):
         invariants.upstream_index(target)  # a fork tier that does not come last: bad input, before any work
+    if args.fit:
+        paths = invariants.tree_sources(ctx, target, needed)[0]
+        with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
+            for mutant in chosen:
+                invariants.mutant_paths(paths[mutant.tree], mutant, Path(tmp) / mutant.name)
+        ctx.out(f"invariants --mutants --fit: OK ({len(chosen)} mutant(s) fit their trees; none run)")
+        return 0
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     paths, release, census = invariants.tree_sources(ctx, target, needed)
     counts = ", ".join(f"{sum(1 for m in chosen if m.tree == t.label)} of the {t.label} tree" for t in needed)
@@ -202,8 +214,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise SeriesError(f"--json {args.json}: the folder {Path(args.json).resolve().parent} does not exist")
     if args.mutants:
         return run_mutants(args, ctx)
-    if args.mutant:
-        raise SeriesError("--mutant needs --mutants")
+    if args.mutant or args.fit:
+        raise SeriesError(f"{'--mutant' if args.mutant else '--fit'} needs --mutants")
     started = time.monotonic()
     trees = [invariants.parse_tree(spec) for spec in args.tree or invariants.TREES]
     if len({t.label for t in trees}) != len(trees):
