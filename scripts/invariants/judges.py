@@ -1087,13 +1087,14 @@ def release_loads(obs: Observation) -> list[str] | None:
     return found if checked else None
 
 
-PASS_LENGTH_KEY = "train_dataloader_batches_per_pass"
+PASS_LENGTH_KEY = "train_dataloader_position"  # 0009: [pass, batches, the length of the pass before]
 
 
 def first_pass_keys(obs: Observation) -> list[str] | None:
     """A stream's checkpoint saved in its first pass, or at that pass's end (an epoch's save, before a batch of the
-    next pass is read), holds no stored pass length: the first pass counts its `epoch` against the stand-in, and the
-    length goes into the state from the first step of the next pass on, so a stream read once keeps the release's keys.
+    next pass is read), holds no stored position: the first pass counts its `epoch` against the stand-in, and the
+    position (with the length) goes into the state from the first step of the next pass on, so a stream read once
+    keeps the release's keys.
     Series claim: 0009."""
     if not obs.config["streamed"]:
         return None
@@ -1109,10 +1110,12 @@ def first_pass_keys(obs: Observation) -> list[str] | None:
             ):
                 continue
             checked = True
-            if PASS_LENGTH_KEY in json.loads(save["state_json"]):
+            saved = json.loads(save["state_json"]).get(PASS_LENGTH_KEY)
+            # 0026 (fork) also keeps a first pass's position where `epoch` does not give it, without a length
+            if saved is not None and (len(saved) != 3 or saved[2] is not None):
                 found.append(
                     f"{where}: checkpoint-{save['global_step']}, saved in the first pass or at its end, holds "
-                    f"{PASS_LENGTH_KEY}"
+                    f"{PASS_LENGTH_KEY} {saved} with a pass length"
                 )
                 break
     return found if checked else None

@@ -74,13 +74,11 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "resume-ignores-saved-position",
-        "0007: a run resumed in a later pass over a stream goes on at the next batch its saved epoch gives",
+        "0009 (on 0007's resume): a run resumed in a later pass over a stream goes on at the next batch its saved "
+        "position gives (its epoch, counted against the pass before, no longer gives it)",
         TRAINER,
-        "self.state.train_dataloader_position or self._train_dataloader_position(num_update_steps_per_epoch)",
-        "self.state.train_dataloader_position or (\n"
-        "                    self.state.global_step // num_update_steps_per_epoch,\n"
-        "                    self.state.global_step % num_update_steps_per_epoch * self.args.gradient_accumulation_steps,\n"
-        "                )",
+        "                if position:\n                    # A dataloader without length read again",
+        "                if False:\n                    # A dataloader without length read again",
     ),
     Mutant(
         "kept-window-loss-reordered",
@@ -116,8 +114,8 @@ MUTANTS: list[Mutant] = [
         "stream-epoch-max-steps",
         "0009: a stream's epoch counts against the length of its last pass",
         TRAINER,
-        "batches_per_pass = self.state.train_dataloader_batches_per_pass or steps_in_epoch",
-        "batches_per_pass = steps_in_epoch",
+        "epoch + min((step + 1) / (batches_per_pass or steps_in_epoch), 1.0)",
+        "epoch + min((step + 1) / steps_in_epoch, 1.0)",
     ),
     Mutant(
         "schedule-steps-on-skip",
@@ -450,12 +448,20 @@ MUTANTS: list[Mutant] = [
     # ---- 0007 / 0009: streams --------------------------------------------------------------------------------------
     Mutant(
         "stream-position-one-batch-short",
-        "0009, 0026: a run resumed where its epoch does not give the data position (0009: a capped pass; 0026: a pass a "
-        "callback ended) goes on at the exact next batch it saved",
+        "0026: a run resumed where its epoch does not give the data position (a stream's later pass, as 0009 saves it; "
+        "a pass a callback ended) goes on at the exact next batch it saved",
         TRAINER,
         "self._record_train_dataloader_position(epoch, step + 1, num_update_steps_per_epoch)",
         "self._record_train_dataloader_position(epoch, step, num_update_steps_per_epoch)",
         tree="series",
+    ),
+    Mutant(
+        "later-pass-position-one-batch-short",
+        "0009: a run resumed in a stream's later pass goes on at the exact next batch it saved",
+        TRAINER,
+        "self.state.train_dataloader_position = [epoch, step + 1, batches_per_pass]",
+        "self.state.train_dataloader_position = [epoch, step, batches_per_pass]",
+        tree="upstream",
     ),
     Mutant(
         "stream-epoch-against-first-pass",

@@ -85,15 +85,16 @@ OUTSIDE_MUTANTS: list[Mutant] = [
         "0009: the pass length enters the state only from the first step of the next pass (epoch checkpoint/final state keep 5.25.0's keys)",
         TRAINER,
         "                    self._train_dataloader_batches_per_pass = step + 1\n",
-        "                    self._train_dataloader_batches_per_pass = self.state.train_dataloader_batches_per_pass = step + 1\n",
+        "                    self._train_dataloader_batches_per_pass = step + 1\n"
+        "                    self.state.train_dataloader_position = [epoch + 1, 0, step + 1]\n",
         origin="outside",
     ),
     Mutant(
         "out-epoch-ignores-restored-pass-length",
         "0009: a run resumed in a later pass of a stream logs the uninterrupted run's epoch",
         TRAINER,
-        "                    batches_per_pass = self.state.train_dataloader_batches_per_pass or steps_in_epoch\n",
-        "                    batches_per_pass = self._train_dataloader_batches_per_pass or steps_in_epoch\n",
+        "                    epochs_trained, steps_trained_in_current_epoch, self._train_dataloader_batches_per_pass = position\n",
+        "                    epochs_trained, steps_trained_in_current_epoch, _ = position\n",
         origin="outside",
     ),
     Mutant(
@@ -180,8 +181,8 @@ OUTSIDE_MUTANTS: list[Mutant] = [
         "out-epoch-not-capped-at-planned",
         "0026: epoch stays at its planned end during a make-up pass (1.0, not 1.1667)",
         TRAINER,
-        "                    self.state.epoch = min(\n                        epoch + min((step + 1) / batches_per_pass, 1.0), self._planned_num_train_epochs\n                    )\n",
-        "                    self.state.epoch = epoch + min((step + 1) / batches_per_pass, 1.0)\n",
+        "                    self.state.epoch = min(\n                        epoch + min((step + 1) / (batches_per_pass or steps_in_epoch), 1.0),\n                        self._planned_num_train_epochs,\n                    )\n",
+        "                    self.state.epoch = epoch + min((step + 1) / (batches_per_pass or steps_in_epoch), 1.0)\n",
         origin="outside",
     ),
     Mutant(

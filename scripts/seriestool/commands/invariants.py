@@ -144,11 +144,18 @@ def run_mutants(args: argparse.Namespace, ctx: Context) -> int:
         invariants.upstream_index(target)  # a fork tier that does not come last: bad input, before any work
     if args.fit:
         paths = invariants.tree_sources(ctx, target, needed)[0]
+        misfits = []
         with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
             for mutant in chosen:
-                invariants.mutant_paths(paths[mutant.tree], mutant, Path(tmp) / mutant.name)
-        ctx.out(f"invariants --mutants --fit: OK ({len(chosen)} mutant(s) fit their trees; none run)")
-        return 0
+                try:
+                    invariants.mutant_paths(paths[mutant.tree], mutant, Path(tmp) / mutant.name)
+                except SeriesError as error:
+                    misfits.append(str(error))
+        for line in misfits:
+            ctx.out(f"  {line}")
+        verdict = f"FAILED ({len(misfits)} of {len(chosen)} do not fit)" if misfits else "OK"
+        ctx.out(f"invariants --mutants --fit: {verdict} ({len(chosen)} mutant(s) checked on their trees, none run)")
+        return 1 if misfits else 0
     python = pyenv.interpreter(ctx.work, ctx.requirements, args.python, log=ctx.log)
     paths, release, census = invariants.tree_sources(ctx, target, needed)
     counts = ", ".join(f"{sum(1 for m in chosen if m.tree == t.label)} of the {t.label} tree" for t in needed)
