@@ -155,6 +155,17 @@ def test_pr_diffstat_says_whether_a_moved_test_file_joins_an_upstream_file_or_is
     assert all("appended" in row for row in pr.diffstat(patch, moved))
 
 
+def test_pr_quotes_the_commit_message_as_its_branch_holds_it():
+    """Before: the notes quoted "Tests (tests/trainer/test_trainer_stream_epoch.py)" where the branch's commit, as
+    `branches` rewrites it, names tests/trainer/test_trainer_data.py (a cold review of 0009)."""
+    from seriestool.commands import pr
+
+    body = "Tests (tests/t/test_a.py): red.\n\nAlso tests/t/test_b.py, not moved."
+    moved = {"tests/t/test_a.py": "tests/t/test_topic.py"}
+    assert pr.as_on_branch(body, moved) == "Tests (tests/t/test_topic.py): red.\n\nAlso tests/t/test_b.py, not moved."
+    assert pr.as_on_branch(body, {}) == body
+
+
 def test_pr_diffstat_counts_a_moved_test_file_as_its_branch_holds_it():
     """Before: the notes gave a moved test file the patch's count (its license, imports and helpers that upstream's
     shared ones replace): +53 for the 16 lines 0023's branch adds (cold reviews of 0007, 0009, 0023, 0022)."""

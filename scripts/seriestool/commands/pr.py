@@ -549,6 +549,14 @@ def _homes(target: Target, patch: PatchFile, tests: list[str]) -> dict[str, list
     return homes
 
 
+def as_on_branch(body: str, moved: dict[str, str]) -> str:
+    """The commit message as its branch holds it: `branches` names each moved test file's home (`moved`: path ->
+    home) in the message, so the notes quote that, not the new file the branch does not have."""
+    for path, home in moved.items():
+        body = body.replace(path, home)
+    return body
+
+
 def _moves_to(patch: PatchFile, path: str, classes: list[str]) -> bool:
     """Whether the new test file `path` holds one of `classes` (the classes `branches` moves into one home)."""
     diff = patch.file(path)
@@ -701,6 +709,7 @@ def render(ctx: Context, target: Target, name: str) -> str:
     moved = {
         path: home for path in tests for home, classes in (homes or {}).items() if _moves_to(patch, path, classes)
     }
+    body = as_on_branch(body, moved)
     makefile = sum(1 for _, done in repo_checks_done(ctx, target, name)[1] if not done.get("present"))
     ci_steps = sum(
         1 for _, done in repo_checks_done(ctx, target, name)[1] if not (done.get("ci") or {}).get("present")
