@@ -77,8 +77,8 @@ MUTANTS: list[Mutant] = [
         "0009 (on 0007's resume): a run resumed in a later pass over a stream goes on at the next batch its saved "
         "position gives (its epoch, counted against the pass before, no longer gives it)",
         TRAINER,
-        "                if position:\n                    # A dataloader without length read again",
-        "                if False:\n                    # A dataloader without length read again",
+        "            elif position:\n                # A dataloader without length read again",
+        "            elif False:\n                # A dataloader without length read again",
     ),
     Mutant(
         "kept-window-loss-reordered",

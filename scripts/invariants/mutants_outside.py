@@ -93,8 +93,8 @@ OUTSIDE_MUTANTS: list[Mutant] = [
         "out-epoch-ignores-restored-pass-length",
         "0009: a run resumed in a later pass of a stream logs the uninterrupted run's epoch",
         TRAINER,
-        "                    epochs_trained, steps_trained_in_current_epoch, self._train_dataloader_batches_per_pass = position\n",
-        "                    epochs_trained, steps_trained_in_current_epoch, _ = position\n",
+        "                epochs_trained, steps_trained_in_current_epoch, self._train_dataloader_batches_per_pass = position\n",
+        "                epochs_trained, steps_trained_in_current_epoch, _ = position\n",
         origin="outside",
     ),
     Mutant(
