@@ -34,7 +34,7 @@ targets or none (`processes-*`). The worker is the package scripts/invariants/, 
 
 --tree release (the pinned release, 5.25.0, with released accelerate 1.16.0), upstream (the upstream tier alone,
 0001-0022, on released accelerate 1.16.0: what upstream gets), series (the manifest's whole series, the fork tier
-0024-0027 and the accelerate patches included), path:DIR (a checkout); default: release, upstream, then series (a
+0023-0027 and the accelerate patches included), path:DIR (a checkout); default: release, upstream, then series (a
 manifest without a fork tier runs its upstream tier once, as series). A search states its coverage (examples per
 tree, and per invariant the examples that checked it / whose check could tell right from wrong) and fails below a
 floor (60 examples a tree for ci, each invariant told right from wrong in 3).
