@@ -67,6 +67,8 @@ class Run:
     # resumed with `max_steps` lowered to this (the drawn resume's `max_steps`: at the checkpoint's step, or below)
     resumed_max_steps: int | None = None
     eval_metrics: list[list[str]] = field(default_factory=list)  # the keys of each evaluation's metrics
+    # each evaluation's (hyperparameter search's default objective of its metrics, its `eval_loss`)
+    eval_objectives: list[tuple[float, float | None]] = field(default_factory=list)
     outside: float | None = None  # the outside parameter's value at the end (`outside`, 0020)
     # each evaluation's log entry (every key), with the harness's attempts when it was logged
     eval_logs: list[dict[str, Any]] = field(default_factory=list)
@@ -159,6 +161,10 @@ class Harness:
             def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
                 harness.run.events.append(("eval", state.global_step))
                 harness.run.eval_metrics.append(sorted(metrics or {}))
+                if metrics:
+                    from transformers.trainer_utils import default_compute_objective
+
+                    harness.run.eval_objectives.append((default_compute_objective(metrics), metrics.get("eval_loss")))
 
             def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 harness.pre_optimizer_step(state)

@@ -1018,17 +1018,18 @@ def all_skipped_warning(obs: Observation) -> list[str] | None:
 
 
 def eval_metrics(obs: Observation) -> list[str] | None:
-    """The metrics of an evaluation during training hold the evaluation's own keys (`eval_...`, and `epoch`), no
-    training counter (`num_input_tokens_seen`, ...): `evaluate()` returns them, and a hyperparameter search's default
-    objective sums every key it gets. Series claim: 0021."""
+    """Hyperparameter search's default objective of an evaluation's metrics during training is its `eval_loss` (the
+    harness has no `compute_metrics`): no training counter that `log()` wrote into them (`num_input_tokens_seen`, ...)
+    is summed in. Series claim: 0021."""
     found: list[str] = []
     checked = False
     for where, run in _runs(obs):
-        for keys in run.eval_metrics:
+        for objective, loss in run.eval_objectives:
+            if loss is None:
+                continue
             checked = True
-            foreign = [k for k in keys if not k.startswith("eval_") and k != "epoch"]
-            if foreign:
-                found.append(f"{where}: an evaluation's metrics hold {foreign}")
+            if objective != loss:
+                found.append(f"{where}: an evaluation's default objective is {objective}, its eval_loss {loss}")
                 break
     return found if checked else None
 

@@ -29,6 +29,7 @@ class Mutant:
 
 TRAINER = "trainer.py"
 CALLBACK = "trainer_callback.py"
+TRAINER_UTILS = "trainer_utils.py"
 LAYERS = "modeling_layers.py"
 
 MUTANTS: list[Mutant] = [
@@ -484,19 +485,14 @@ MUTANTS: list[Mutant] = [
         "                            self.lr_scheduler.step()\n                        self.optimizer.zero_grad()\n",
         tree="series",
     ),
-    # ---- 0021: counters out of evaluate()'s metrics ----------------------------------------------------------------
+    # ---- 0021: the token count out of the default search objective ------------------------------------------------
     Mutant(
-        "counters-dropped-before-log",
-        "0021: with include_num_input_tokens_seen, evaluate() takes the training token count that log() wrote into its "
-        "metrics back out, so they hold no num_input_tokens_seen",
-        TRAINER,
-        "        self.log(output.metrics)\n"
-        '        if self.args.include_num_input_tokens_seen != "no":\n'
-        "            # `log` added the training token count to the dict: its log entry keeps it, the evaluation's metrics do not\n"
-        '            output.metrics.pop("num_input_tokens_seen", None)\n',
-        '        if self.args.include_num_input_tokens_seen != "no":\n'
-        '            output.metrics.pop("num_input_tokens_seen", None)\n'
-        "        self.log(output.metrics)\n",
+        "objective-sums-token-count",
+        "0021: hyperparameter search's default objective leaves out the training token count that log() wrote into "
+        "evaluate()'s metrics",
+        TRAINER_UTILS,
+        '    _ = metrics.pop("num_input_tokens_seen", None)\n',
+        "",
         tree="series",
     ),
     # ---- gradient clipping with fp16 skips -------------------------------------------------------------------------

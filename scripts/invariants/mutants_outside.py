@@ -130,22 +130,6 @@ OUTSIDE_MUTANTS: list[Mutant] = [
         origin="outside",
     ),
     Mutant(
-        "out-eval-pop-before-log",
-        "0021: evaluate()'s metrics hold no num_input_tokens_seen",
-        TRAINER,
-        '        self.log(output.metrics)\n        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count to the dict: its log entry keeps it, the evaluation\'s metrics do not\n            output.metrics.pop("num_input_tokens_seen", None)\n',
-        '        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count to the dict: its log entry keeps it, the evaluation\'s metrics do not\n            output.metrics.pop("num_input_tokens_seen", None)\n        self.log(output.metrics)\n',
-        origin="outside",
-    ),
-    Mutant(
-        "out-eval-pop-all-mode-only",
-        "0021: evaluate()'s metrics hold no token count with any token-tracking mode (non_padding too)",
-        TRAINER,
-        '        if self.args.include_num_input_tokens_seen != "no":\n            # `log` added the training token count',
-        '        if self.args.include_num_input_tokens_seen == "all":\n            # `log` added the training token count',
-        origin="outside",
-    ),
-    Mutant(
         "out-target-tokens-count-skipped-windows",
         "0025: num_target_tokens_trained counts the targets of applied updates only",
         TRAINER,
