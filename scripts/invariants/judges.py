@@ -1028,7 +1028,7 @@ def eval_metrics(obs: Observation) -> list[str] | None:
             if loss is None:
                 continue
             checked = True
-            if objective != loss:
+            if objective != loss and not (objective != objective and loss != loss):  # NaN (no target) is NaN
                 found.append(f"{where}: an evaluation's default objective is {objective}, its eval_loss {loss}")
                 break
     return found if checked else None

@@ -280,3 +280,20 @@ def test_a_run_the_filter_does_not_concern_logs_the_release_s_float(monkeypatch,
     run = Run(1, 4, attempts=attempts, logs=[{"step": 2, "loss": logged, "attempts": 2}])
     found = judges.logged_loss_floats(Observation({"fp16": False}, run))
     assert bool(found) is wrong, found
+
+
+@pytest.mark.parametrize(
+    ("objectives", "found"),
+    [
+        ([], None),  # no evaluation: nothing checked
+        ([(0.5, 0.5), (float("nan"), float("nan"))], []),  # the loss, NaN where no target counts
+        ([(0.5, None)], None),  # metrics without eval_loss: not judged
+        (
+            [(0.5, 0.5), (32.5, 0.5)],  # the token count summed in (5.25.0)
+            ["first run: an evaluation's default objective is 32.5, its eval_loss 0.5"],
+        ),
+    ],
+)
+def test_eval_metrics_judges_the_default_objective_of_each_evaluation(objectives, found):
+    obs = Observation({"batch_size": 2, "ga": 2, "resume": None}, Run(2, 2, eval_objectives=objectives))
+    assert judges.eval_metrics(obs) == found
